@@ -1,0 +1,59 @@
+"""`with NeuralDbg(model, trace="t.jsonl") as dbg:` for notebooks: the engine of `run`."""
+from __future__ import annotations
+
+import sys
+
+from .thresholds import Thresholds, load_thresholds, parse_states
+
+
+class NeuralDbg:
+    """Observe training inside a `with` block; every hook is removed when it ends.
+
+    model: observe only this module (and name layers from it); None observes every module.
+    thresholds: a Thresholds, a path to a YAML file, or None for the defaults.
+    fail_on: states for `dbg.failed` (e.g. "dead,nonfinite"); default from the thresholds.
+    """
+
+    def __init__(self, model=None, trace: str = "neuraldbg-trace.jsonl", thresholds=None,
+                 fail_on: str | None = None, quiet: bool = True):
+        self.thresholds = thresholds if isinstance(thresholds, Thresholds) else load_thresholds(thresholds)
+        self.fail_on = self.thresholds.fail_on if fail_on is None else parse_states(fail_on)
+        self.model = model
+        self.trace = trace
+        self.quiet = quiet
+        self.session = None
+
+    def __enter__(self) -> "NeuralDbg":
+        from .session import Session
+
+        argv = list(sys.argv)
+        self.session = Session(self.trace, self.thresholds, script=argv[0] if argv else "",
+                               argv=argv, model=self.model, quiet=self.quiet)
+        self.session.start()
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> bool:
+        if exc_type is None:
+            self.session.finish("completed", 0)
+        elif issubclass(exc_type, KeyboardInterrupt):
+            self.session.finish("interrupted", 130, "KeyboardInterrupt")
+        else:
+            self.session.finish("failed", 1, f"{exc_type.__name__}: {exc}")
+        return False
+
+    @property
+    def transitions(self) -> list:
+        """Transition events written so far (dicts as in the trace)."""
+        return list(self.session.transitions) if self.session else []
+
+    @property
+    def steps(self) -> int:
+        return self.session.monitor.steps if self.session else 0
+
+    @property
+    def failed(self) -> bool:
+        """True when a `fail_on` state was detected."""
+        return bool(self.session and self.session.failures(self.fail_on))
+
+    def failures(self, states=("dead", "saturated", "anomalous", "nonfinite", "vanishing", "exploding")) -> list:
+        return self.session.failures(states) if self.session else []

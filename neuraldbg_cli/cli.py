@@ -1,0 +1,181 @@
+"""The `neuraldbg` command: parses options, opens files, maps errors to exit codes."""
+from __future__ import annotations
+
+import os
+import signal
+import sys
+from typing import List, Optional
+
+import click
+import typer
+
+from .errors import InputError
+from .thresholds import Thresholds, load_thresholds, parse_states
+
+app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,   # the script's tracebacks must look like python's
+    rich_markup_mode=None,
+    help="Find where and why PyTorch training fails: dead ReLUs, saturation, vanishing or "
+         "exploding gradients, NaN.",
+)
+
+DEFAULT_TRACE = "neuraldbg-trace.jsonl"
+
+
+class _Terminated(BaseException):
+    """SIGTERM, turned into an exception so the trace is closed before the process dies."""
+
+
+def _fail_on(option: Optional[str], thresholds: Thresholds) -> tuple:
+    return thresholds.fail_on if option is None else parse_states(option)
+
+
+@app.command(
+    context_settings={"allow_extra_args": True, "ignore_unknown_options": True,
+                      "allow_interspersed_args": False},
+    help="Run a training script (or -m MODULE) as python would, observing every layer. "
+         "Options go before SCRIPT; everything after it is the script's own.",
+)
+def run(
+    ctx: typer.Context,
+    script: str = typer.Argument(..., metavar="SCRIPT", help="the training script (with -m: a module)"),
+    module: bool = typer.Option(False, "-m", help="run SCRIPT as a module, like python -m"),
+    trace: str = typer.Option(DEFAULT_TRACE, "--trace", metavar="PATH",
+                              help="where the JSONL trace goes (under torchrun: NAME.rankR.jsonl)"),
+    thresholds: Optional[str] = typer.Option(None, "--thresholds", metavar="PATH",
+                                             help="YAML file overriding the default thresholds"),
+    fail_on: Optional[str] = typer.Option(None, "--fail-on", metavar="STATES",
+                                          help="comma list of states that fail the run with "
+                                               "exit 3, e.g. dead,nonfinite; none disables"),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="no summary on stderr"),
+) -> None:
+    from . import runner
+    from .session import trace_path_for
+    from .trace import check_writable
+
+    th = load_thresholds(thresholds)
+    gate = _fail_on(fail_on, th)
+    check_writable(trace_path_for(trace))
+    target = runner.module_target(script) if module else runner.script_target(script)
+    raise typer.Exit(_observe(target, list(ctx.args), trace, th, gate, quiet))
+
+
+def _observe(target, args, trace, th, gate, quiet) -> int:
+    from . import runner
+    from .session import Session
+
+    session = Session(trace, th, script=target.argv0, argv=[target.argv0, *args], quiet=quiet)
+    previous = signal.getsignal(signal.SIGTERM)
+    if previous is signal.SIG_DFL:
+        signal.signal(signal.SIGTERM, _raise_terminated)
+    status, code, error, death = "completed", 0, None, None
+    try:
+        session.start()
+        runner.run(target, args)
+    except SystemExit as e:
+        code = _exit_code(e.code)
+    except KeyboardInterrupt as e:
+        status, code, error, death = "interrupted", 130, "KeyboardInterrupt", e
+        sys.excepthook(type(e), e, runner.user_traceback(e.__traceback__, target.path))
+    except _Terminated:
+        status, code, error, death = "interrupted", 143, "SIGTERM", signal.SIGTERM
+    except BaseException as e:  # noqa: BLE001 - reported exactly as python would
+        status, code, error = "failed", 1, f"{type(e).__name__}: {e}"
+        sys.excepthook(type(e), e, runner.user_traceback(e.__traceback__, target.path))
+    finally:
+        if signal.getsignal(signal.SIGTERM) is _raise_terminated:
+            signal.signal(signal.SIGTERM, previous)
+        session.finish(status, code, error)
+    if not session.quiet:
+        _summary(session)
+    if death is not None:
+        _die_like_python(death)
+    if code == 0 and session.failures(gate):
+        return 3
+    return code
+
+
+def _raise_terminated(signum, frame):
+    raise _Terminated()
+
+
+def _exit_code(code) -> int:
+    """SystemExit.code -> process status, as python computes it."""
+    if code is None:
+        return 0
+    if isinstance(code, int):
+        return code & 0xFF if code >= 0 else code % 256
+    print(code, file=sys.stderr)
+    return 1
+
+
+def _die_like_python(death) -> None:
+    """Python dies of SIGINT after an uncaught KeyboardInterrupt and of SIGTERM by default;
+    a parent (a shell, torchrun) sees the same signal status under neuraldbg."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    if isinstance(death, KeyboardInterrupt):
+        # Re-raised, python itself runs atexit handlers and then exits by SIGINT; the
+        # traceback was already printed without neuraldbg's frames.
+        sys.excepthook = lambda *a: None
+        raise death
+    signal.signal(death, signal.SIG_DFL)
+    os.kill(os.getpid(), death)
+
+
+def _summary(session) -> None:
+    failures = session.failures(("dead", "saturated", "anomalous", "nonfinite", "vanishing", "exploding"))
+    steps = session.monitor.steps
+    if not failures:
+        print(f"neuraldbg: {steps} steps, no failure detected; trace: {session.path}",
+              file=sys.stderr)
+        return
+    first = min(failures, key=lambda t: t["step"])
+    layers = len({t["layer"] for t in failures})
+    print(f"neuraldbg: {steps} steps, {len(failures)} failure transitions in {layers} layers; "
+          f"first: {first['layer']} {first['signal']} {first['to']} at step {first['step']}. "
+          f"Run: neuraldbg explain {session.path}", file=sys.stderr)
+
+
+@app.command(help="Explain one or more traces (several: the ranks of one distributed run).")
+def explain(
+    traces: List[str] = typer.Argument(..., metavar="TRACE...", help="trace files"),
+    as_json: bool = typer.Option(False, "--json", help="print the hypotheses as JSON"),
+    fail_on: Optional[str] = typer.Option(None, "--fail-on", metavar="STATES",
+                                          help="exit 3 if any of these states is in the traces"),
+) -> None:
+    from .explain_cmd import explain_traces
+
+    gate = parse_states(fail_on) if fail_on is not None else None
+    raise typer.Exit(explain_traces(traces, as_json=as_json, fail_on=gate))
+
+
+def main(argv: Optional[list] = None) -> int:
+    """Entry point; returns the exit status. Errors of usage and input are one line, exit 2."""
+    argv = sys.argv[1:] if argv is None else argv
+    try:
+        rc = app(args=argv, prog_name="neuraldbg", standalone_mode=False)
+        return rc if isinstance(rc, int) else 0
+    except typer.Exit as e:
+        return e.exit_code
+    except click.exceptions.Exit as e:
+        return e.exit_code
+    except click.UsageError as e:
+        where = f" (see: neuraldbg {e.ctx.info_name} --help)" if e.ctx and e.ctx.parent else " (see: neuraldbg --help)"
+        print(f"neuraldbg: error: {e.format_message()}{where}", file=sys.stderr)
+        return 2
+    except click.ClickException as e:
+        print(f"neuraldbg: error: {e.format_message()}", file=sys.stderr)
+        return 2
+    except click.Abort:
+        return 130
+    except InputError as e:
+        print(f"neuraldbg: error: {e}", file=sys.stderr)
+        return e.exit_code
+
+
+def main_exit() -> None:
+    """Console-script entry point."""
+    sys.exit(main())

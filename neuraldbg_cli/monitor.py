@@ -1,0 +1,395 @@
+"""Installs torch's global hooks, observes every module call, detects steps, emits events.
+
+Why global hooks and not a patched `nn.Module.__call__`: torch.compile traces module calls
+without going through a patched `__call__` (unless dynamo was imported before the patch, which
+costs seconds and made gloo teardown hang), while `register_module_forward_hook` and friends are
+honoured in eager, compiled and DDP-wrapped models alike, and come with removable handles.
+"""
+from __future__ import annotations
+
+import math
+import sys
+import weakref
+
+import torch
+from torch import nn
+from torch.nn.modules import module as nn_module
+from torch.optim.optimizer import Optimizer, register_optimizer_step_post_hook
+
+from . import naming
+from .regimes import INPUT, OTHER, PARAM, RELU, SIGMOID, SMOOTH, TANH, History, activation_state, gradient_state
+from .stats import Accumulator, first_tensor, gather, kind_of
+from .thresholds import Thresholds
+from .tracker import SignalTracker
+
+_SKIP = object()          # registry value for modules that are not observed
+_LR_CHANGE = 0.10         # relative learning-rate change that is written as an hparams event
+
+
+class LayerRec:
+    """Everything kept about one layer: bounded, whatever the length of the run."""
+
+    def __init__(self, module, kind, leaf, th: Thresholds):
+        self.ref = weakref.ref(module) if module is not None else None
+        self.module_type = type(module).__name__ if module is not None else "input"
+        self.kind = kind
+        self.leaf = leaf
+        self.channel_first = isinstance(module, _channel_first_types())
+        self.fallback_name = None
+        self.acc = Accumulator()
+        self.touched = False
+        self.hist = History(th.anomaly.window)
+        self.act = SignalTracker(th.debounce_steps)
+        self.grad = SignalTracker(th.debounce_steps)
+
+
+def _channel_first_types():
+    from .stats import _CHANNEL_FIRST
+    return _CHANNEL_FIRST
+
+
+class Monitor:
+    """Observes every module the script calls; one instance per run or `with` block."""
+
+    def __init__(self, thresholds: Thresholds, emit, *, model: nn.Module | None = None, warn=None):
+        self.th = thresholds
+        self.emit = emit                      # callable(event dict)
+        self.warn = warn or (lambda msg: print(f"neuraldbg: {msg}", file=sys.stderr))
+        self.step = 0                         # index of the step being observed
+        self.steps = 0                        # completed steps
+        self.states_seen: set = set()         # unhealthy states confirmed during the run
+        self._recs: dict = {}                 # id(module) -> LayerRec | _SKIP
+        self._names: dict = {}                # id(module) -> layer name
+        self._roots: dict = {}                # id(outermost module) -> weakref
+        self._owners: dict = {}               # id(parameter) -> LayerRec
+        self._allowed = None if model is None else {id(m) for m in model.modules()}
+        self._model = model
+        self._touched: list = []
+        self._depth = 0
+        self._pending_end = False
+        self._optimizers_created = 0
+        self._primary = None                  # weakref to the optimizer whose step ends a step
+        self._stepped: dict = {}              # id(optimizer) -> steps in the current window
+        self._opt_names: dict = {}
+        self._opt_cache: dict = {}
+        self._lrs: dict = {}
+        self._grads: list = []                # (per-layer norm tensor, [LayerRec]) this step
+        self._input = LayerRec(None, INPUT, True, thresholds)
+        self._input.fallback_name = naming.INPUT
+        self._unnamed = 0
+        self._last_activation = None          # eager only: spares re-reading the same tensor
+        self._handles: list = []
+        self._orig_opt_init = None
+        self.active = False
+
+    # ---- lifecycle -------------------------------------------------------------------
+    def install(self) -> None:
+        self._handles = [
+            nn_module.register_module_forward_pre_hook(self._pre_hook),
+            nn_module.register_module_forward_hook(self._hook, always_call=True),
+            register_optimizer_step_post_hook(self._optimizer_stepped),
+        ]
+        # Knowing that the script has an optimizer (before its first step) keeps forwards of
+        # gradient accumulation in one step; without one, each outermost forward is a step.
+        orig = self._orig_opt_init = Optimizer.__init__
+        monitor = self
+
+        def init(opt, *args, **kwargs):
+            monitor._optimizers_created += 1
+            orig(opt, *args, **kwargs)
+        Optimizer.__init__ = init
+        if self._model is not None:
+            self._add_root(self._model)
+        self.active = True
+
+    def remove(self) -> None:
+        for h in self._handles:
+            h.remove()
+        self._handles = []
+        if self._orig_opt_init is not None:
+            Optimizer.__init__ = self._orig_opt_init
+            self._orig_opt_init = None
+        self.active = False
+
+    def close(self) -> None:
+        """End of the run: classify a step in progress, report pending states, unhook."""
+        if self.active and (self._touched or self._grads):
+            self.end_step(complete=False)
+        self.remove()
+        for rec in self._all_recs():
+            for signal, tracker in (("activation", rec.act), ("gradient", rec.grad)):
+                t = tracker.flush()
+                if t is not None:
+                    self._write_transition(rec, signal, t)
+
+    def _all_recs(self):
+        recs = [r for r in self._recs.values() if r is not _SKIP]
+        return [self._input, *dict.fromkeys(recs)]
+
+    # ---- hooks (the hot path) ------------------------------------------------------
+    def _pre_hook(self, module, args):
+        # Inside a compiled region there is no outermost call to find: the wrapper's own
+        # (eager) call already did; this bookkeeping compiles away to nothing.
+        if torch.compiler.is_compiling():
+            return
+        if self._depth == 0 and self.active:
+            self._outermost_call(module, args)
+        self._depth += 1
+
+    def _hook(self, module, args, output):
+        if not torch.compiler.is_compiling():
+            self._depth = max(self._depth - 1, 0)
+            if self._depth == 0 and self._optimizers_created == 0 and self._primary is None \
+                    and id(module) in self._roots and self.active and torch.is_grad_enabled():
+                self._pending_end = True
+        if not self.active or not torch.is_grad_enabled() or not module.training:
+            return
+        rec = self._recs.get(id(module))
+        if rec is None:
+            rec = self._register(module)
+        if rec is _SKIP or not rec.leaf:
+            return
+        try:
+            y = first_tensor(output)
+            if y is None:
+                return
+            acc = rec.acc
+            acc.add_output(y, rec.kind, rec.channel_first)
+            if rec.kind == PARAM and args:
+                x = args[0]
+                # Data straight from the loader does not require grad: its zero features
+                # (one-hot, padding) are not dead units; a computed input (F.relu(...)) is
+                # checked, unless it is the output of an activation module just observed.
+                if isinstance(x, torch.Tensor) and x.requires_grad and x.is_floating_point() \
+                        and x is not self._last_activation:
+                    acc.add_input(x, rec.channel_first)
+            elif rec.kind in (RELU, SMOOTH) and not torch.compiler.is_compiling():
+                self._last_activation = y
+            if not rec.touched:
+                rec.touched = True
+                self._touched.append(rec)
+        except Exception as e:  # noqa: BLE001 - a monitor fault must not end the user's run
+            self._disable(module, rec, e)
+
+    def _outermost_call(self, module, args):
+        if self._pending_end:
+            self.end_step()
+        if isinstance(module, nn.modules.loss._Loss) or not torch.is_grad_enabled() \
+                or not module.training:
+            return
+        if self._allowed is not None and id(module) not in self._allowed \
+                and naming.unwrap(module) is not self._model:
+            return
+        if id(module) not in self._roots:
+            self._add_root(module)
+        x = first_tensor(args)
+        if x is not None:
+            try:
+                self._input.acc.add_norm_only(x)
+            except Exception as e:  # noqa: BLE001
+                self._disable(None, self._input, e)
+                return
+            if not self._input.touched:
+                self._input.touched = True
+                self._touched.append(self._input)
+
+    def _optimizer_stepped(self, opt, args, kwargs):
+        if not self.active:
+            return
+        try:
+            key = id(opt)
+            primary = self._primary() if self._primary is not None else None
+            self._stepped[key] = self._stepped.get(key, 0) + 1
+            # The first optimizer to step ends steps; a new one takes over when the old one
+            # is gone or has stopped stepping (training in phases).
+            if primary is None or (primary is not opt and self._stepped[key] > 1):
+                self._primary, primary = weakref.ref(opt), opt
+            self._record_hparams(opt)
+            norms = self._grad_norms(opt)
+            if norms is not None:
+                self._grads.append(norms)
+        except Exception as e:  # noqa: BLE001
+            self.warn(f"gradient monitoring switched off: {type(e).__name__}: {e}")
+            self.emit({"event": "warning", "step": self.step, "layer": None,
+                       "message": f"gradient monitoring switched off: {type(e).__name__}: {e}"})
+            self._grads = []
+            return
+        if primary is opt:
+            self.end_step()
+
+    # ---- registration and naming -----------------------------------------------------
+    def _register(self, module):
+        if naming.is_wrapper(module) or isinstance(module, nn.modules.loss._Loss) or (
+                self._allowed is not None and id(module) not in self._allowed):
+            self._recs[id(module)] = _SKIP
+            return _SKIP
+        leaf = next(module.children(), None) is None
+        has_params = any(p.requires_grad for p in module.parameters(recurse=False))
+        if not leaf and not has_params:
+            self._recs[id(module)] = _SKIP
+            return _SKIP
+        rec = LayerRec(module, kind_of(module) if leaf else OTHER, leaf, self.th)
+        self._recs[id(module)] = rec
+        for p in module.parameters(recurse=False):
+            self._owners.setdefault(id(p), rec)
+        return rec
+
+    def _add_root(self, root):
+        self._roots[id(root)] = weakref.ref(root)
+        names = naming.qualified_names(root)
+        inner = [i for i in names if i in self._roots and i != id(root)]
+        if id(root) in self._names and not inner:
+            return          # a submodule of a module already called: keeps its name there
+        taken = {n for i, n in self._names.items() if i not in names}
+        names = naming.prefixed(names, root, taken)
+        self._names.update(names)
+        layers = []
+        for module in root.modules():
+            rec = self._recs.get(id(module)) or self._register(module)
+            if rec is not _SKIP:
+                layers.append({"name": names[id(module)], "type": type(module).__name__,
+                               "kind": rec.kind if rec.leaf else "container",
+                               "params": sum(p.numel() for p in module.parameters(recurse=False))})
+        self.emit({"event": "model", "step": self.step, "root": type(naming.unwrap(root)).__name__,
+                   "layers": layers})
+
+    def name_of(self, rec: LayerRec) -> str:
+        if rec.ref is not None:
+            module = rec.ref()
+            if module is not None and id(module) in self._names:
+                return self._names[id(module)]
+        if rec.fallback_name is None:
+            self._unnamed += 1
+            rec.fallback_name = f"{rec.module_type}#{self._unnamed}"
+        return rec.fallback_name
+
+    def _disable(self, module, rec, error):
+        if module is not None:
+            self._recs[id(module)] = _SKIP
+        name = self.name_of(rec)
+        msg = f"monitoring of layer {name} switched off: {type(error).__name__}: {error}"
+        self.warn(msg)
+        self.emit({"event": "warning", "step": self.step, "layer": name, "message": msg})
+
+    # ---- optimizer side ----------------------------------------------------------------
+    def _record_hparams(self, opt):
+        key = id(opt)
+        if key not in self._opt_names:
+            self._opt_names[key] = (type(opt).__name__, len(self._opt_names))
+        lrs = [float(g["lr"]) for g in opt.param_groups if "lr" in g]
+        prev = self._lrs.get(key)
+        if prev is not None and len(prev) == len(lrs) and all(
+                abs(a - b) <= _LR_CHANGE * max(abs(b), 1e-30) for a, b in zip(lrs, prev)):
+            return
+        self._lrs[key] = lrs
+        name, index = self._opt_names[key]
+        event = {"event": "hparams", "step": self.step, "optimizer": name,
+                 "optimizer_index": index, "lr": lrs, "previous_lr": prev}
+        if prev is None:
+            g0 = opt.param_groups[0]
+            for k in ("momentum", "betas", "weight_decay", "eps"):
+                if k in g0:
+                    v = g0[k]
+                    event[k] = list(v) if isinstance(v, tuple) else v
+        self.emit(event)
+
+    def _grad_norms(self, opt):
+        params = [p for g in opt.param_groups for p in g["params"] if p.grad is not None]
+        key = tuple(map(id, params))
+        cached = self._opt_cache.get(id(opt))
+        if cached is None or cached[0] != key:
+            owned = [(p, self._owners[id(p)]) for p in params if id(p) in self._owners]
+            recs = list(dict.fromkeys(r for _, r in owned))
+            slot = {id(r): i for i, r in enumerate(recs)}
+            index = [slot[id(r)] for _, r in owned]
+            keep = [id(p) for p, _ in owned]
+            cached = (key, keep, recs, index, None)
+            self._opt_cache[id(opt)] = cached
+        _, keep, recs, index, _ = cached
+        if not keep:
+            return None
+        keep_ids = set(keep)
+        grads = []
+        for p in params:
+            if id(p) in keep_ids:
+                g = p.grad
+                grads.append(g.coalesce()._values() if g.is_sparse else g)
+        device = grads[0].device
+        norms = torch._foreach_norm(grads, 2, dtype=torch.float32)
+        if any(n.device != device for n in norms):
+            norms = [n.to(device) for n in norms]
+        idx = torch.tensor(index, device=device)
+        per_layer = torch.zeros(len(recs), device=device).index_add_(0, idx, torch.stack(norms).square())
+        return per_layer.sqrt(), recs
+
+    # ---- step end: classify and write ---------------------------------------------------
+    def end_step(self, complete: bool = True) -> None:
+        self._pending_end = False
+        recs, self._touched = self._touched, []
+        grads, self._grads = self._grads, []
+        # A layer right after an activation module reads that module's output: its input
+        # check would only echo the activation's own verdict (compiled code cannot tell).
+        for prev, rec in zip(recs, recs[1:]):
+            if rec.acc.inputs is not None and prev.kind in (RELU, SMOOTH):
+                rec.acc.inputs = None
+        extra = {f"extra:grad{k}": t for k, (t, _) in enumerate(grads)}
+        th = self.th
+        values = gather([r.acc for r in recs], [r.kind for r in recs], th.smooth.tail,
+                        {SIGMOID: th.sigmoid.min_grad, TANH: th.tanh.min_grad}, extra)
+        for i, rec in enumerate(recs):
+            self._classify_activation(rec, i, values)
+            rec.acc.reset()
+            rec.touched = False
+        for k, (_, grecs) in enumerate(grads):
+            self._classify_gradients(grecs, values.get(f"extra:grad{k}", []))
+        if complete:
+            self.steps += 1
+            self._stepped = {}
+        self.step += 1 if complete else 0
+        self._depth = 0
+        self._last_activation = None
+
+    def _classify_activation(self, rec: LayerRec, i: int, values: dict) -> None:
+        acc = rec.acc
+        norms = values.get(("norm", i), [])
+        sq = sum(n * n for n in norms)
+        obs = {"kind": rec.kind, "nonfinite": not math.isfinite(sq),
+               "rms": math.sqrt(sq / acc.numel) if acc.numel and math.isfinite(sq) else sq}
+        stats = {"rms": obs["rms"]}
+        if ("units", i) in values and acc.units is not None:
+            ratio = values[("units", i)] / acc.units.numel()
+            key = "dead_ratio" if rec.kind == RELU else "saturated_ratio"
+            obs[key] = obs["sparsity"] = stats[key] = ratio
+            stats["units"] = acc.units.numel()
+        if ("sat", i) in values and acc.usum is not None:
+            obs["saturated_ratio"] = stats["saturated_ratio"] = values[("sat", i)] / acc.usum.numel()
+            stats["units"] = acc.usum.numel()
+        if ("inputs", i) in values and acc.inputs is not None:
+            obs["input_dead_ratio"] = stats["input_dead_ratio"] = values[("inputs", i)] / acc.inputs.numel()
+        state, extra = activation_state(obs, rec.hist, self.th)
+        rec.hist.add_activation(obs["rms"], obs.get("sparsity"))
+        t = rec.act.update(self.step, state, {**stats, **extra})
+        if t is not None:
+            self._write_transition(rec, "activation", t)
+
+    def _classify_gradients(self, recs: list, norms: list) -> None:
+        finite = [n for n in norms if math.isfinite(n)]
+        top = max(finite, default=0.0)
+        for rec, norm in zip(recs, norms):
+            state, extra = gradient_state(norm, top, rec.hist, self.th)
+            rec.hist.add_gradient(norm)
+            t = rec.grad.update(self.step, state, {"grad_norm": norm, "model_max_grad_norm": top, **extra})
+            if t is not None:
+                self._write_transition(rec, "gradient", t)
+
+    def _write_transition(self, rec: LayerRec, signal: str, t) -> None:
+        if t.state not in ("normal", "healthy"):
+            self.states_seen.add(t.state)
+        self.emit({"event": "transition", "step": t.step, "layer": self.name_of(rec),
+                   "module_type": rec.module_type, "kind": rec.kind, "signal": signal,
+                   "from": t.previous, "to": t.state, "stats": _rounded(t.stats)})
+
+
+def _rounded(stats: dict) -> dict:
+    return {k: (float(f"{v:.6g}") if isinstance(v, float) and math.isfinite(v) else v)
+            for k, v in stats.items()}

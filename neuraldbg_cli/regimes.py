@@ -1,0 +1,105 @@
+"""Classify one layer's numbers for one step into an activation regime and a gradient health.
+
+Pure functions of plain numbers (no torch): the monitor reduces tensors to these numbers on the
+device, and these functions decide, so every rule here is testable on hand-made values.
+"""
+from __future__ import annotations
+
+import math
+from collections import deque
+from statistics import median
+
+from .thresholds import AnomalyThresholds, GradientThresholds, Thresholds
+
+# Activation kinds: how a layer's output is judged.
+RELU = "relu"          # ReLU, ReLU6: dies (units output exactly zero)
+SMOOTH = "smooth"      # GELU, SiLU, Mish: stuck in the flat negative tail
+SIGMOID = "sigmoid"    # saturates near 0 and near 1
+TANH = "tanh"          # saturates near -1 and +1
+PARAM = "param"        # Linear / conv: their input is checked for dead units (F.relu upstream)
+OTHER = "other"        # everything else: non-finite values and sudden shifts only
+INPUT = "input"        # the outermost module's input
+
+_TINY = 1e-30
+
+
+class History:
+    """A layer's recent numbers, bounded: memory does not grow with the number of steps."""
+
+    def __init__(self, window: int):
+        self.log_rms: deque = deque(maxlen=window)
+        self.sparsity: deque = deque(maxlen=window)
+        self.grad: deque = deque(maxlen=window)
+
+    def add_activation(self, rms: float, sparsity: float | None) -> None:
+        if math.isfinite(rms):
+            self.log_rms.append(math.log(rms + _TINY))
+            if sparsity is not None:
+                self.sparsity.append(sparsity)
+
+    def add_gradient(self, norm: float) -> None:
+        if math.isfinite(norm) and norm > 0:
+            self.grad.append(norm)
+
+
+def anomaly(obs: dict, hist: History, th: AnomalyThresholds) -> dict | None:
+    """A sudden shift of magnitude (rms) or sparsity against the layer's own recent median.
+
+    Relative to the layer itself, so layers of any scale, BatchNorm outputs and Dropout's
+    zeros (a steady share) do not trigger it; only a jump between steps does."""
+    if len(hist.log_rms) < th.warmup:
+        return None
+    med = median(hist.log_rms)
+    shift = math.log(obs["rms"] + _TINY) - med
+    if abs(shift) > math.log(th.magnitude_factor):
+        return {"rms_median": math.exp(med), "rms_ratio": math.exp(shift)}
+    sp = obs.get("sparsity")
+    if sp is not None and len(hist.sparsity) >= th.warmup:
+        sp_med = median(hist.sparsity)
+        if abs(sp - sp_med) > th.sparsity_jump:
+            return {"sparsity_median": sp_med, "sparsity_shift": sp - sp_med}
+    return None
+
+
+def activation_state(obs: dict, hist: History, th: Thresholds) -> tuple[str, dict]:
+    """(state, extra evidence) for one layer's activation numbers at one step.
+
+    obs keys: kind, rms, nonfinite, and where measured: dead_ratio, saturated_ratio,
+    input_dead_ratio, sparsity."""
+    if obs["nonfinite"]:
+        return "nonfinite", {}
+    kind = obs["kind"]
+    if kind == RELU and obs.get("dead_ratio", 0.0) >= th.relu.dead_ratio:
+        return "dead", {}
+    if obs.get("input_dead_ratio", 0.0) >= th.input.dead_ratio:
+        return "dead", {"observed": "input"}
+    limit = {SMOOTH: th.smooth.saturated_ratio, SIGMOID: th.sigmoid.saturated_ratio,
+             TANH: th.tanh.saturated_ratio}.get(kind)
+    if limit is not None and obs.get("saturated_ratio", 0.0) >= limit:
+        return "saturated", {}
+    shift = anomaly(obs, hist, th.anomaly)
+    if shift is not None:
+        return "anomalous", shift
+    return "normal", {}
+
+
+def gradient_state(norm: float, model_max: float, hist: History, th: Thresholds) -> tuple[str, dict]:
+    """(state, extra evidence) for one layer's parameter-gradient norm at one optimizer step.
+
+    `model_max` is the largest finite layer norm of the model at that step: vanishing is
+    judged relative to it (depth attenuation), exploding against an absolute ceiling and
+    against the layer's own recent median."""
+    g: GradientThresholds = th.gradient
+    if not math.isfinite(norm):
+        return "nonfinite", {}
+    if norm > g.exploding_norm:
+        return "exploding", {}
+    if len(hist.grad) >= th.anomaly.warmup:
+        med = median(hist.grad)
+        if norm > g.exploding_factor * med:
+            return "exploding", {"grad_norm_median": med}
+    if norm <= g.vanishing_norm:
+        return "vanishing", {}
+    if model_max > 0 and norm / model_max < g.vanishing_ratio:
+        return "vanishing", {"ratio_to_largest": norm / model_max}
+    return "healthy", {}

@@ -1,0 +1,177 @@
+"""Detection thresholds: frozen defaults mirrored by thresholds.yaml, and a strict loader."""
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+
+from .errors import InputError
+
+ACTIVATION_STATES = ("normal", "dead", "saturated", "anomalous", "nonfinite")
+GRADIENT_STATES = ("healthy", "vanishing", "exploding", "nonfinite")
+FAILURE_STATES = ("dead", "saturated", "anomalous", "nonfinite", "vanishing", "exploding")
+
+
+@dataclass(frozen=True)
+class ReluThresholds:
+    """ReLU, ReLU6: a unit is dead when it outputs zero for the whole step."""
+    dead_ratio: float = 0.9
+
+
+@dataclass(frozen=True)
+class SmoothThresholds:
+    """GELU, SiLU, Mish: a unit is stuck in the flat negative tail when its largest output
+    over the step is at most `tail` (no input reached the region where gradient flows)."""
+    saturated_ratio: float = 0.9
+    tail: float = 0.0
+
+
+@dataclass(frozen=True)
+class SquashThresholds:
+    """Sigmoid, tanh: a unit is saturated when its mean local derivative over the step is
+    below `min_grad` times the function's largest derivative."""
+    saturated_ratio: float = 0.7
+    min_grad: float = 0.05
+
+
+@dataclass(frozen=True)
+class InputThresholds:
+    """Linear/conv layers: share of input units that are exactly zero for the whole step
+    (catches functional activations such as F.relu, which have no module)."""
+    dead_ratio: float = 0.9
+
+
+@dataclass(frozen=True)
+class AnomalyThresholds:
+    """Sudden shifts against the layer's own recent history (a bounded window)."""
+    window: int = 20
+    warmup: int = 8
+    magnitude_factor: float = 8.0
+    sparsity_jump: float = 0.5
+
+
+@dataclass(frozen=True)
+class GradientThresholds:
+    """Per-layer gradient norm of the layer's own parameters at the optimizer step."""
+    vanishing_ratio: float = 1e-5
+    vanishing_norm: float = 1e-12
+    exploding_norm: float = 1e3
+    exploding_factor: float = 100.0
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    relu: ReluThresholds = field(default_factory=ReluThresholds)
+    smooth: SmoothThresholds = field(default_factory=SmoothThresholds)
+    sigmoid: SquashThresholds = field(default_factory=SquashThresholds)
+    tanh: SquashThresholds = field(default_factory=SquashThresholds)
+    input: InputThresholds = field(default_factory=InputThresholds)
+    anomaly: AnomalyThresholds = field(default_factory=AnomalyThresholds)
+    gradient: GradientThresholds = field(default_factory=GradientThresholds)
+    debounce_steps: int = 2
+    fail_on: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict:
+        d = dataclasses.asdict(self)
+        d["fail_on"] = list(self.fail_on)
+        return d
+
+
+# Valid ranges, by dotted key; a key absent here accepts any positive number.
+_RATIOS = {"dead_ratio", "saturated_ratio", "min_grad", "sparsity_jump", "vanishing_ratio"}
+_AT_LEAST_ONE = {"magnitude_factor", "exploding_factor"}
+
+
+def parse_states(text: str, *, what: str = "--fail-on") -> tuple[str, ...]:
+    """'dead,nonfinite' -> ('dead', 'nonfinite'); 'none' or '' -> ()."""
+    items = [s.strip().lower() for s in text.split(",") if s.strip()]
+    return _check_states(items, what)
+
+
+def _check_states(items: list, what: str) -> tuple[str, ...]:
+    if items == ["none"]:
+        return ()
+    for s in items:
+        if s not in FAILURE_STATES:
+            raise InputError(f"{what}: unknown state {s!r} (expected one of: "
+                             f"{', '.join(FAILURE_STATES)}, or none)")
+    return tuple(dict.fromkeys(items))
+
+
+def _check_number(key: str, name: str, value, want_int: bool):
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise InputError(f"{key}: expected a number, got {value!r}")
+    if want_int and not isinstance(value, int):
+        raise InputError(f"{key}: expected an integer, got {value!r}")
+    if not math.isfinite(value):
+        raise InputError(f"{key}: must be finite, got {value!r}")
+    if name in _RATIOS and not 0 < value <= 1:
+        raise InputError(f"{key}: must be in (0, 1], got {value!r}")
+    if name in _AT_LEAST_ONE and value <= 1:
+        raise InputError(f"{key}: must be greater than 1, got {value!r}")
+    if name == "tail":
+        if value < 0:
+            raise InputError(f"{key}: must be >= 0, got {value!r}")
+    elif name not in _RATIOS and value <= 0:
+        raise InputError(f"{key}: must be positive, got {value!r}")
+    return value
+
+
+def _merge(cls, default, data, prefix: str):
+    if not isinstance(data, dict):
+        raise InputError(f"{prefix or 'thresholds'}: expected a mapping, got {data!r}")
+    known = {f.name: f for f in fields(cls)}
+    changes = {}
+    for name, value in data.items():
+        key = f"{prefix}.{name}" if prefix else str(name)
+        if name not in known:
+            raise InputError(f"unknown key {key!r}")
+        current = getattr(default, name)
+        if dataclasses.is_dataclass(current):
+            changes[name] = _merge(type(current), current, value, key)
+        elif name == "fail_on":
+            if isinstance(value, str):
+                changes[name] = parse_states(value, what=key)
+            elif isinstance(value, list) and all(isinstance(v, str) for v in value):
+                changes[name] = _check_states([v.lower() for v in value], key)
+            else:
+                raise InputError(f"{key}: expected a list of states, got {value!r}")
+        else:
+            changes[name] = _check_number(key, name, value, isinstance(current, int))
+    merged = dataclasses.replace(default, **changes)
+    if isinstance(merged, AnomalyThresholds) and merged.warmup > merged.window:
+        raise InputError(f"{prefix}.warmup: must not exceed {prefix}.window")
+    return merged
+
+
+def from_mapping(data) -> Thresholds:
+    """Defaults overridden by `data` (a parsed YAML document); raises InputError naming the key."""
+    if data is None:
+        return Thresholds()
+    return _merge(Thresholds, Thresholds(), data, "")
+
+
+def load_thresholds(path: str | Path | None) -> Thresholds:
+    """Read a thresholds YAML file; None gives the defaults."""
+    if path is None:
+        return Thresholds()
+    import yaml
+
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise InputError(f"thresholds file not found: {p}") from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise InputError(f"cannot read thresholds file {p}: {e}") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f" line {mark.line + 1}" if mark is not None else ""
+        raise InputError(f"thresholds file {p}{where}: not valid YAML") from None
+    try:
+        return from_mapping(data)
+    except InputError as e:
+        raise InputError(f"thresholds file {p}: {e}") from None

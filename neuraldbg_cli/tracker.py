@@ -1,0 +1,56 @@
+"""Per-layer, per-signal state machine: turns per-step states into debounced transitions."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+HEALTHY = ("normal", "healthy")
+
+
+@dataclass
+class Transition:
+    step: int
+    previous: str | None
+    state: str
+    stats: dict = field(default_factory=dict)
+
+
+class SignalTracker:
+    """Confirms a new state once it has held for `debounce` consecutive observed steps.
+
+    The transition is dated at the first step of that run (the onset), and carries the
+    numbers of that step. Non-finite values are confirmed at once (one bad batch matters),
+    and so is a healthy first observation. A layer flapping faster than `debounce` steps
+    keeps its confirmed state, so the trace cannot be flooded."""
+
+    def __init__(self, debounce: int):
+        self.debounce = debounce
+        self.state: str | None = None
+        self._candidate: str | None = None
+        self._since = 0
+        self._count = 0
+        self._stats: dict = {}
+
+    def update(self, step: int, state: str, stats: dict) -> Transition | None:
+        if state == self.state:
+            self._candidate = None
+            return None
+        if state != self._candidate:
+            self._candidate, self._since, self._count, self._stats = state, step, 0, stats
+        self._count += 1
+        immediate = state == "nonfinite" or (self.state is None and state in HEALTHY)
+        if immediate or self._count >= self.debounce:
+            return self._confirm()
+        return None
+
+    def flush(self) -> Transition | None:
+        """At the end of the run: a pending unhealthy state is reported, marked unconfirmed."""
+        if self._candidate is None or self._candidate in HEALTHY and self.state is not None:
+            return None
+        t = self._confirm()
+        t.stats = {**t.stats, "unconfirmed": True}
+        return t
+
+    def _confirm(self) -> Transition:
+        t = Transition(self._since, self.state, self._candidate, self._stats)
+        self.state, self._candidate = self._candidate, None
+        return t
