@@ -87,13 +87,11 @@ def _observe(target, args, trace, th, gate, quiet) -> int:
     finally:
         if signal.getsignal(signal.SIGTERM) is _raise_terminated:
             signal.signal(signal.SIGTERM, previous)
-        session.finish(status, code, error)
+        code = session.finish(status, code, error, fail_on=gate)
     if not session.quiet:
         _summary(session)
     if death is not None:
         _die_like_python(death)
-    if code == 0 and session.failures(gate):
-        return 3
     return code
 
 

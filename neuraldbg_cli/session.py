@@ -72,13 +72,20 @@ class Session:
         wanted = set(states)
         return [t for t in self.transitions if t["to"] in wanted]
 
-    def finish(self, status: str, exit_code: int, error: str | None = None) -> None:
+    def finish(self, status: str, exit_code: int, error: str | None = None,
+               fail_on=()) -> int:
+        """Close the trace; returns the exit status: the script's own, or 3 when the script
+        succeeded but a `fail_on` state was detected."""
         if self._finished:
-            return
+            return self.exit_code
         self._finished = True
+        self.exit_code = exit_code
         try:
             self.monitor.close()
+            if exit_code == 0 and self.failures(fail_on):
+                self.exit_code = 3
         finally:
             self.writer.write({"event": "run_end", "status": status, "steps": self.monitor.steps,
-                               "exit_code": exit_code, "error": error, "time": _now()})
+                               "exit_code": self.exit_code, "error": error, "time": _now()})
             self.writer.close()
+        return self.exit_code

@@ -1,0 +1,92 @@
+"""Classification rules on hand-made numbers: each state, per activation kind, and healthy cases."""
+import math
+
+from neuraldbg_cli.regimes import (OTHER, PARAM, RELU, SIGMOID, SMOOTH, TANH, History,
+                                   activation_state, gradient_state)
+from neuraldbg_cli.thresholds import Thresholds
+
+TH = Thresholds()
+
+
+def obs(kind, rms=1.0, nonfinite=False, **kw):
+    return {"kind": kind, "rms": rms, "nonfinite": nonfinite, **kw}
+
+
+def state(o, hist=None):
+    return activation_state(o, hist or History(20), TH)[0]
+
+
+def test_relu_dead_only_above_threshold():
+    assert state(obs(RELU, dead_ratio=0.95, sparsity=0.95)) == "dead"
+    assert state(obs(RELU, dead_ratio=0.9)) == "dead"
+    assert state(obs(RELU, dead_ratio=0.5)) == "normal"
+
+
+def test_dead_ratio_means_nothing_for_other_kinds():
+    # LeakyReLU/ELU/GELU are not "dead" for negative outputs: only ReLU kinds use dead_ratio.
+    assert state(obs(OTHER, dead_ratio=1.0)) == "normal"
+    assert state(obs(SMOOTH, saturated_ratio=0.5)) == "normal"
+
+
+def test_functional_relu_input_dead():
+    s, extra = activation_state(obs(PARAM, input_dead_ratio=1.0), History(20), TH)
+    assert s == "dead" and extra == {"observed": "input"}
+    assert state(obs(PARAM, input_dead_ratio=0.3)) == "normal"
+
+
+def test_saturation_per_kind():
+    assert state(obs(SIGMOID, saturated_ratio=0.8)) == "saturated"
+    assert state(obs(TANH, saturated_ratio=0.75)) == "saturated"
+    assert state(obs(TANH, saturated_ratio=0.2)) == "normal"
+    assert state(obs(SMOOTH, saturated_ratio=0.95)) == "saturated"
+
+
+def test_nonfinite_wins():
+    assert state(obs(RELU, rms=math.nan, nonfinite=True, dead_ratio=1.0)) == "nonfinite"
+
+
+def _hist(values, sparsity=None):
+    h = History(20)
+    for v in values:
+        h.add_activation(v, sparsity)
+    return h
+
+
+def test_anomaly_needs_warmup_then_flags_a_jump():
+    assert state(obs(OTHER, rms=100.0), _hist([1.0] * 3)) == "normal"
+    s, extra = activation_state(obs(OTHER, rms=100.0), _hist([1.0] * 10), TH)
+    assert s == "anomalous" and extra["rms_ratio"] > 50
+
+
+def test_anomaly_is_relative_to_the_layer_itself():
+    # A layer with a large but steady scale, or one wandering by 2x (BatchNorm, Dropout), is normal.
+    assert state(obs(OTHER, rms=1000.0), _hist([900.0, 1100.0] * 6)) == "normal"
+    assert state(obs(OTHER, rms=2.0), _hist([1.0, 1.5, 0.8] * 4)) == "normal"
+
+
+def test_anomaly_on_sparsity_shift():
+    h = _hist([1.0] * 10, sparsity=0.1)
+    assert state(obs(RELU, rms=1.0, dead_ratio=0.7, sparsity=0.7), h) == "anomalous"
+    assert state(obs(RELU, rms=1.0, dead_ratio=0.2, sparsity=0.2), h) == "normal"
+
+
+def grad(norm, top=1.0, hist=None):
+    return gradient_state(norm, top, hist or History(20), TH)[0]
+
+
+def test_gradient_states():
+    assert grad(0.5) == "healthy"
+    assert grad(math.nan) == "nonfinite"
+    assert grad(math.inf) == "nonfinite"
+    assert grad(5e3, top=5e3) == "exploding"
+    assert grad(0.0) == "vanishing"
+    assert grad(1e-7, top=1.0) == "vanishing"
+    assert grad(1e-3, top=1.0) == "healthy"
+
+
+def test_gradient_exploding_relative_to_own_history():
+    h = History(20)
+    for _ in range(10):
+        h.add_gradient(0.01)
+    assert grad(5.0, top=5.0, hist=h) == "exploding"
+    assert grad(0.05, top=0.05, hist=h) == "healthy"

@@ -1,0 +1,46 @@
+"""Debounced transitions: onset dating, first observation, non-finite at once, no flooding."""
+from neuraldbg_cli.tracker import SignalTracker
+
+
+def feed(states, debounce=2):
+    tr = SignalTracker(debounce)
+    out = [tr.update(i, s, {"i": i}) for i, s in enumerate(states)]
+    return [(t.step, t.previous, t.state) for t in out if t], tr
+
+
+def test_first_healthy_observation_is_immediate():
+    assert feed(["normal", "normal"])[0] == [(0, None, "normal")]
+
+
+def test_unhealthy_from_step_zero_is_dated_at_zero():
+    assert feed(["dead", "dead", "dead"])[0] == [(0, None, "dead")]
+
+
+def test_onset_is_the_first_step_of_the_new_state():
+    got, _ = feed(["normal"] * 5 + ["dead"] * 4)
+    assert got == [(0, None, "normal"), (5, "normal", "dead")]
+
+
+def test_nonfinite_is_confirmed_at_once():
+    got, _ = feed(["normal", "normal", "nonfinite", "normal", "normal"])
+    assert got == [(0, None, "normal"), (2, "normal", "nonfinite"), (3, "nonfinite", "normal")]
+
+
+def test_flapping_layer_does_not_flood():
+    got, _ = feed(["normal"] + ["dead", "normal"] * 50)
+    assert got == [(0, None, "normal")]
+
+
+def test_stats_come_from_the_onset_step():
+    tr = SignalTracker(3)
+    for i, s in enumerate(["normal", "dead", "dead", "dead"]):
+        t = tr.update(i, s, {"i": i})
+    assert t.step == 1 and t.stats == {"i": 1}
+
+
+def test_flush_reports_a_pending_failure_as_unconfirmed():
+    _, tr = feed(["normal", "normal", "dead"])
+    t = tr.flush()
+    assert (t.step, t.state, t.stats["unconfirmed"]) == (2, "dead", True)
+    _, tr = feed(["normal", "normal"])
+    assert tr.flush() is None
