@@ -22,12 +22,23 @@ from .stats import Accumulator, first_tensor, gather, kind_of
 from .thresholds import Thresholds
 from .tracker import SignalTracker
 
-_SKIP = object()          # registry value for modules that are not observed
+_PURGE_EVERY = 256        # steps between sweeps of modules that no longer exist
 _LR_CHANGE = 0.10         # relative learning-rate change that is written as an hparams event
+
+
+class Skipped:
+    """Registry entry of a module that is not observed (a wrapper, a loss, a container)."""
+
+    skip = True
+
+    def __init__(self, module):
+        self.ref = weakref.ref(module)
 
 
 class LayerRec:
     """Everything kept about one layer: bounded, whatever the length of the run."""
+
+    skip = False
 
     def __init__(self, module, kind, leaf, th: Thresholds):
         self.ref = weakref.ref(module) if module is not None else None
@@ -58,7 +69,7 @@ class Monitor:
         self.step = 0                         # index of the step being observed
         self.steps = 0                        # completed steps
         self.states_seen: set = set()         # unhealthy states confirmed during the run
-        self._recs: dict = {}                 # id(module) -> LayerRec | _SKIP
+        self._recs: dict = {}                 # id(module) -> LayerRec | Skipped
         self._names: dict = {}                # id(module) -> layer name
         self._roots: dict = {}                # id(outermost module) -> weakref
         self._owners: dict = {}               # id(parameter) -> LayerRec
@@ -123,7 +134,7 @@ class Monitor:
                     self._write_transition(rec, signal, t)
 
     def _all_recs(self):
-        recs = [r for r in self._recs.values() if r is not _SKIP]
+        recs = [r for r in self._recs.values() if not r.skip]
         return [self._input, *dict.fromkeys(recs)]
 
     # ---- hooks (the hot path) ------------------------------------------------------
@@ -140,14 +151,14 @@ class Monitor:
         if not torch.compiler.is_compiling():
             self._depth = max(self._depth - 1, 0)
             if self._depth == 0 and self._optimizers_created == 0 and self._primary is None \
-                    and id(module) in self._roots and self.active and torch.is_grad_enabled():
+                    and self.active and torch.is_grad_enabled() and self._is_root(module):
                 self._pending_end = True
         if not self.active or not torch.is_grad_enabled() or not module.training:
             return
         rec = self._recs.get(id(module))
-        if rec is None:
+        if rec is None or rec.ref() is not module:     # new, or an id reused by a new module
             rec = self._register(module)
-        if rec is _SKIP or not rec.leaf:
+        if rec.skip or not rec.leaf:
             return
         try:
             y = first_tensor(output)
@@ -180,7 +191,14 @@ class Monitor:
         if self._allowed is not None and id(module) not in self._allowed \
                 and naming.unwrap(module) is not self._model:
             return
-        if id(module) not in self._roots:
+        root = self._roots.get(id(module))
+        if root is None or root() is not module:
+            if next(module.parameters(), None) is None:
+                # Parameter-free modules called on their own (nn.Softmax()(logits) in a loop)
+                # are post-processing, not a model: neither a root nor layers of one.
+                for m in module.modules():
+                    self._skip(m)
+                return
             self._add_root(module)
         x = first_tensor(args)
         if x is not None:
@@ -221,18 +239,29 @@ class Monitor:
     def _register(self, module):
         if naming.is_wrapper(module) or isinstance(module, nn.modules.loss._Loss) or (
                 self._allowed is not None and id(module) not in self._allowed):
-            self._recs[id(module)] = _SKIP
-            return _SKIP
+            return self._skip(module)
         leaf = next(module.children(), None) is None
         has_params = any(p.requires_grad for p in module.parameters(recurse=False))
         if not leaf and not has_params:
-            self._recs[id(module)] = _SKIP
-            return _SKIP
+            return self._skip(module)
         rec = LayerRec(module, kind_of(module) if leaf else OTHER, leaf, self.th)
         self._recs[id(module)] = rec
         for p in module.parameters(recurse=False):
             self._owners.setdefault(id(p), rec)
         return rec
+
+    def _is_root(self, module) -> bool:
+        root = self._roots.get(id(module))
+        return root is not None and root() is module
+
+    def _skip(self, module):
+        entry = self._recs[id(module)] = Skipped(module)
+        return entry
+
+    def _purge(self) -> None:
+        """Forget modules that were garbage-collected (e.g. created anew in each forward)."""
+        self._recs = {k: r for k, r in self._recs.items() if r.ref() is not None}
+        self._roots = {k: r for k, r in self._roots.items() if r() is not None}
 
     def _add_root(self, root):
         self._roots[id(root)] = weakref.ref(root)
@@ -245,8 +274,10 @@ class Monitor:
         self._names.update(names)
         layers = []
         for module in root.modules():
-            rec = self._recs.get(id(module)) or self._register(module)
-            if rec is not _SKIP:
+            rec = self._recs.get(id(module))
+            if rec is None or rec.ref() is not module:
+                rec = self._register(module)
+            if not rec.skip:
                 layers.append({"name": names[id(module)], "type": type(module).__name__,
                                "kind": rec.kind if rec.leaf else "container",
                                "params": sum(p.numel() for p in module.parameters(recurse=False))})
@@ -265,7 +296,7 @@ class Monitor:
 
     def _disable(self, module, rec, error):
         if module is not None:
-            self._recs[id(module)] = _SKIP
+            self._skip(module)
         name = self.name_of(rec)
         msg = f"monitoring of layer {name} switched off: {type(error).__name__}: {error}"
         self.warn(msg)
@@ -302,23 +333,21 @@ class Monitor:
             recs = list(dict.fromkeys(r for _, r in owned))
             slot = {id(r): i for i, r in enumerate(recs)}
             index = [slot[id(r)] for _, r in owned]
-            keep = [id(p) for p, _ in owned]
-            cached = (key, keep, recs, index, None)
+            keep = [i for i, p in enumerate(params) if id(p) in self._owners]
+            device = params[keep[0]].device if keep else None
+            mixed = any(params[i].device != device for i in keep)
+            idx = torch.tensor(index, device=device) if keep else None
+            cached = (key, keep, recs, idx, mixed)
             self._opt_cache[id(opt)] = cached
-        _, keep, recs, index, _ = cached
+        _, keep, recs, idx, mixed = cached
         if not keep:
             return None
-        keep_ids = set(keep)
-        grads = []
-        for p in params:
-            if id(p) in keep_ids:
-                g = p.grad
-                grads.append(g.coalesce()._values() if g.is_sparse else g)
-        device = grads[0].device
+        grads = [params[i].grad for i in keep]
+        grads = [g.coalesce()._values() if g.is_sparse else g for g in grads]
         norms = torch._foreach_norm(grads, 2, dtype=torch.float32)
-        if any(n.device != device for n in norms):
-            norms = [n.to(device) for n in norms]
-        idx = torch.tensor(index, device=device)
+        if mixed:
+            norms = [n.to(idx.device) for n in norms]
+        device = idx.device
         per_layer = torch.zeros(len(recs), device=device).index_add_(0, idx, torch.stack(norms).square())
         return per_layer.sqrt(), recs
 
@@ -345,6 +374,8 @@ class Monitor:
         if complete:
             self.steps += 1
             self._stepped = {}
+            if self.steps % _PURGE_EVERY == 0:
+                self._purge()
         self.step += 1 if complete else 0
         self._depth = 0
         self._last_activation = None

@@ -151,7 +151,7 @@ def gather(layers: list, kinds: list, smooth_tail: float, min_grads: dict, extra
                 limit = torch.cat([torch.full((v.numel(),), t, dtype=_F32, device=flat.device)
                                    for _, v, t in vecs])
                 inactive = flat <= limit
-            lengths = torch.tensor([v.numel() for _, v, _ in vecs], device=flat.device)
+            lengths = _lengths(tuple(v.numel() for _, v, _ in vecs), flat.device)
             put(group, torch.segment_reduce(inactive.to(_F32), "sum", lengths=lengths))
             slices[group + "_index"] = [i for i, _, _ in vecs]
     sat = []
@@ -169,6 +169,20 @@ def gather(layers: list, kinds: list, smooth_tail: float, min_grads: dict, extra
         return {}
     values = torch.cat(parts).tolist()      # the step's one host read
     return _unpack(values, slices, norms)
+
+
+_LENGTHS: dict = {}
+
+
+def _lengths(sizes: tuple, device) -> torch.Tensor:
+    """The segment lengths of a step, cached: the same layers give the same tensor each step."""
+    key = (sizes, device)
+    t = _LENGTHS.get(key)
+    if t is None:
+        if len(_LENGTHS) > 64:
+            _LENGTHS.clear()
+        t = _LENGTHS[key] = torch.tensor(sizes, device=device)
+    return t
 
 
 def _unpack(values, slices, norms) -> dict:
