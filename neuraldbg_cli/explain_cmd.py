@@ -1,5 +1,37 @@
-"""Placeholder until the explain command lands."""
+"""`neuraldbg explain`: read the traces, analyze, print the report or JSON, give the exit code."""
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+from .episodes import gate, mixed
+from .explain import analyze, to_json
+from .trace import read_trace
+
+FAILED_GATE = 3
 
 
-def explain_traces(paths, as_json=False, fail_on=None) -> int:
-    raise NotImplementedError
+def explain_traces(paths, as_json: bool = False, fail_on=None) -> int:
+    """0, or 3 when a `fail_on` state is in the traces; unreadable traces raise InputError
+    (exit 2). The script's own exit status is reported, not re-applied."""
+    traces = [read_trace(p) for p in paths]
+    analysis = analyze(traces)
+    for message in [w for t in traces for w in t.warnings] + mixed(analysis.runs):
+        print(f"neuraldbg: warning: {message}", file=sys.stderr)
+    if as_json:
+        print(json.dumps(to_json(analysis), indent=2, allow_nan=False))
+    else:
+        from .report import THEME, render
+
+        console_for_stdout(THEME).print(render(analysis))
+    return FAILED_GATE if fail_on and gate(analysis.runs, fail_on) else 0
+
+
+def console_for_stdout(theme):
+    """Colour on a terminal; plain text when piped or when NO_COLOR is set (no-color.org)."""
+    from rich.console import Console
+
+    plain = bool(os.environ.get("NO_COLOR")) or not sys.stdout.isatty()
+    return Console(theme=theme, highlight=False, emoji=False, markup=False,
+                   color_system=None if plain else "auto")

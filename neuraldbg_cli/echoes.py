@@ -1,0 +1,111 @@
+"""How one failure causes another: rules linking a later failure to an earlier one (ECHOES)."""
+from __future__ import annotations
+
+import math
+
+from .episodes import ACT, GRAD, INPUT
+
+WINDOW = 5            # steps: onsets of one story differ by the debounce and a few updates
+HORIZON = 4 * WINDOW  # no rule links a failure to one that ended longer ago than this
+
+
+def _active(a, step: int) -> bool:
+    """Is failure `a` still going at `step` (a few steps of slack for the debounce)?"""
+    return a.onset <= step <= (math.inf if a.end is None else a.end + WINDOW)
+
+
+def _soon(a, b) -> bool:
+    return 0 <= b.onset - a.onset <= WINDOW
+
+
+# Each rule(a, b, ctx) -> a reason (str) when failure b is a consequence of failure a, which
+# began no later than b; else None.
+def nonfinite_spreads(a, b, ctx):
+    """NaN/inf in one layer's output flows into every later layer of that forward pass, into
+    the loss, and so into every gradient (all-reduced across ranks)."""
+    if a.signal != ACT or a.state != "nonfinite" or not _active(a, b.onset):
+        return None
+    if b.signal == ACT and b.run == a.run and b.pos > a.pos and b.state in ("nonfinite", "anomalous"):
+        return f"NaN/inf from {a.layer} flows forward into the layers after it"
+    if b.signal == GRAD and b.state in ("nonfinite", "exploding"):
+        return f"NaN/inf from {a.layer} reaches the loss, so every gradient is NaN/inf"
+    return None
+
+
+def dead_cuts_gradients(a, b, ctx):
+    """A dead (or saturated) layer passes no gradient back: the layers before it, and the
+    weights of the one right after it, get zero gradients."""
+    if a.signal != ACT or a.state not in ("dead", "saturated") or b.signal != GRAD:
+        return None
+    if b.state == "vanishing" and b.run == a.run and b.pos <= a.pos + 1 and _active(a, b.onset):
+        return f"{a.layer} is {a.state}: no gradient flows back through it"
+    return None
+
+
+def change_spreads_forward(a, b, ctx):
+    """A layer whose output dies, saturates or jumps changes the input of every layer after it."""
+    bad = ("dead", "saturated", "anomalous")
+    if a.signal == ACT == b.signal and a.state in bad and b.state in bad and b.run == a.run \
+            and b.pos > a.pos and _soon(a, b):
+        return f"{a.layer} feeds the layers after it, which changed with it"
+    return None
+
+
+def bigger_activations_bigger_gradients(a, b, ctx):
+    """Outputs that jump in scale make the weight gradients of the layers around them jump too."""
+    ratio = a.stats.get("rms_ratio")
+    if a.signal == ACT and a.state == "anomalous" and isinstance(ratio, (int, float)) and ratio > 1 \
+            and b.signal == GRAD and b.state == "exploding" and b.run == a.run and _soon(a, b):
+        return f"{a.layer}'s output grew x{ratio:.3g}, and the gradients grew with it"
+    return None
+
+
+def gradient_flows_backward(a, b, ctx):
+    """Backprop carries a bad gradient from a layer to the layers before it in the same step;
+    an exploding or NaN gradient keeps spoiling the next steps' gradients."""
+    if a.signal != GRAD or b.signal != GRAD:
+        return None
+    same_step = a.onset == b.onset and b.pos < a.pos and b.state == a.state
+    later = a.state in ("exploding", "nonfinite") and b.state in ("exploding", "nonfinite") \
+        and 0 < b.onset - a.onset <= WINDOW
+    if same_step or later:
+        return f"backprop carries {a.layer}'s {a.state} gradient into the layers before it"
+    return None
+
+
+def bad_update_corrupts_weights(a, b, ctx):
+    """An optimizer step taken with exploding or NaN gradients throws the weights off, so the
+    next forward passes go wrong everywhere (on every rank: the update is shared)."""
+    if a.signal == GRAD and a.state in ("exploding", "nonfinite") and b.signal == ACT \
+            and b.onset > a.onset and _active(a, b.onset - 1) and b.layer != INPUT:
+        return f"the update with {a.state} gradients at step {a.onset} threw the weights off"
+    return None
+
+
+def same_failure_other_rank(a, b, ctx):
+    """The ranks of one run share weights: the same failure on another rank, as early or
+    later, is a consequence of the rank where it began."""
+    if a.run != b.run and (a.layer, a.signal, a.state) == (b.layer, b.signal, b.state) and _soon(a, b):
+        return f"the same failure began on rank {a.rank} at step {a.onset}"
+    return None
+
+
+def worsens_in_place(a, b, ctx):
+    """A layer that goes from one bad state straight to another tells one story, not two."""
+    if (a.run, a.layer, a.signal) == (b.run, b.layer, b.signal) and a.end == b.onset \
+            and b.previous == a.state:
+        return f"{a.layer} was already {a.state} since step {a.onset}"
+    return None
+
+
+def relapses(a, b, ctx):
+    """A layer that recovers and soon falls back into the same state is one weakness, not two."""
+    if (a.run, a.layer, a.signal, a.state) == (b.run, b.layer, b.signal, b.state) \
+            and a.end is not None and 0 <= b.onset - a.end <= HORIZON:
+        return f"{a.layer} was {a.state} before, from step {a.onset} to {a.end}"
+    return None
+
+
+ECHOES = [nonfinite_spreads, dead_cuts_gradients, change_spreads_forward,
+          bigger_activations_bigger_gradients, gradient_flows_backward, bad_update_corrupts_weights, same_failure_other_rank,
+          worsens_in_place, relapses]

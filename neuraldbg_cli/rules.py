@@ -1,0 +1,206 @@
+"""Cause rules: what started a failure (CAUSES), each with its evidence and a concrete fix."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .echoes import WINDOW
+from .episodes import INPUT
+
+LR_WINDOW = 20      # steps: how long after a learning-rate increase a failure is blamed on it
+UNSCALED_RMS = 20.0   # input rms from which data looks unstandardised (images in 0..255: ~100)
+_ADAPTIVE = ("Adam", "AdamW", "Adamax", "NAdam", "RAdam", "RMSprop", "Adagrad", "Adadelta")
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One rule's verdict on an origin: the cause, how strongly the trace supports it (0..1),
+    a clause for the summary, the evidence lines and a concrete fix."""
+    cause: str
+    strength: float
+    why: str
+    evidence: tuple
+    fix: str
+
+
+_FIX_LR = {
+    "dead": "Lower the learning rate or warm it up to its peak over a few hundred steps; "
+            "LeakyReLU or GELU keep units from dying for good.",
+    "exploding": "Lower the learning rate (or warm it up) and clip gradients: "
+                 "torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0) before optimizer.step().",
+}
+_FIX_LR["nonfinite"] = _FIX_LR["exploding"]
+_FIX_INIT = {
+    "dead": "Re-initialise the layer feeding it: He init (nn.init.kaiming_normal_, "
+            "nonlinearity='relu') and a small positive bias (e.g. 0.01); look for a large "
+            "negative bias.",
+    "saturated": "Use Xavier/Glorot init (smaller weights) and normalise the inputs so "
+                 "pre-activations start near zero.",
+    "exploding": "Use a smaller initialisation (Xavier/He with the right gain) and clip gradients.",
+    "vanishing": "Use He/Xavier init with the gain of each activation, and add normalisation "
+                 "so the gradient reaches the first layers.",
+    "nonfinite": "Check the initial weights for NaN/inf or extreme values (custom init, loaded "
+                 "checkpoint).",
+}
+_FIX_UNKNOWN = {
+    "dead": "Switch to LeakyReLU/GELU, lower the learning rate, and check the bias of the layer "
+            "before it.",
+    "saturated": "Normalise the input of this layer (BatchNorm/LayerNorm before it) or lower "
+                 "the learning rate.",
+    "anomalous": "Look at the batches around this step (outliers, a changed data source); if it "
+                 "recurs, lower the learning rate.",
+    "vanishing": "Add normalisation or residual paths, and check that no detach() or no_grad "
+                 "cuts the graph before this layer.",
+    "exploding": "Clip gradients (torch.nn.utils.clip_grad_norm_) and lower the learning rate; "
+                 "check the scale of the loss and the targets.",
+    "nonfinite": "Find the operation that overflows (log/sqrt/division of values reaching 0, "
+                 "float16 overflow): add an eps or clamp, use stable losses (log_softmax, "
+                 "BCEWithLogitsLoss), and clip gradients.",
+}
+_FIX_ARCH = ("Add normalisation (LayerNorm/BatchNorm) or residual connections between the "
+             "saturating layers, or switch them to ReLU-family/GELU activations.")
+
+
+def bad_batch(ep, ctx):
+    """The outermost module's input was already NaN/inf or off-scale: the data, not the
+    model, started it."""
+    if ep.layer != INPUT:
+        return None
+    if ep.state == "nonfinite":
+        return Finding("input_data", 0.9, "the data was bad before any layer ran",
+                       (f"at step {ep.onset} the values entering the model were already non-finite: "
+                        "no layer produced them",),
+                       "Sanitize or filter the batch: find samples with NaN/inf in the data "
+                       "pipeline (torch.isfinite) and drop or repair them.")
+    return Finding("input_data", 0.7, "the data changed scale before any layer ran",
+                   (f"at step {ep.onset} the values entering the model already had another scale: "
+                    "no layer produced them",),
+                   "Check the data pipeline for batches of another scale (missing "
+                   "normalisation, corrupt or outlier samples); normalise or filter them.")
+
+
+def unscaled_input(ep, ctx):
+    """Features fed in raw units (rms in the tens or thousands, not ~1): the first layers'
+    pre-activations are huge, so activations saturate or die and gradients blow up."""
+    if ep.layer == INPUT or ep.state not in ("saturated", "dead", "exploding", "vanishing"):
+        return None
+    rms = ctx.input_rms(ep.run, ep.onset)
+    if rms is None or rms < UNSCALED_RMS:
+        return None
+    return Finding("input_data", 0.8, f"the model's input is not standardised (rms {rms:.3g})",
+                   (f"the values entering the model have rms {rms:.3g}; standardised data is "
+                    "near 1",),
+                   "Standardise the input features (subtract the mean, divide by the std, per "
+                   "feature) or scale images to [0, 1], in the data pipeline.")
+
+
+def raised_learning_rate(ep, ctx):
+    """The learning rate rose shortly before the onset (a jump, or a warm-up climbing past
+    what the model tolerates): the bigger steps broke the layer."""
+    rise = _lr_rise(ctx.hparams(ep.run), ep.onset)
+    if rise is None:
+        return None
+    then, now, ratio, jump = rise
+    lag = ep.onset - now["step"]
+    change = f"{_lrs(then['lr'])} -> {_lrs(now['lr'])} (x{ratio:.3g})"
+    when = f"at step {now['step']}" if jump else f"from step {then['step']} to step {now['step']}"
+    return Finding("learning_rate", 0.85 if ratio >= 3 and lag <= WINDOW * 2 else 0.7,
+                   f"the learning rate was raised {change} {_ago(lag)}",
+                   (f"{now.get('optimizer', 'optimizer')} learning rate raised {change} {when}"
+                    + (f", {_ago(lag)} the onset" if lag else ", the step of the onset"),),
+                   _FIX_LR.get(ep.state, "Lower the learning rate or warm it up gradually."))
+
+
+def _lr_rise(hparams: list, onset: int):
+    """(hparams then, hparams now, ratio, one jump?): the largest rise of an optimizer's
+    learning rate over the LR_WINDOW steps up to the onset, if at least x1.5; else None."""
+    best = None
+    for index in {h.get("optimizer_index", 0) for h in hparams}:
+        seen = [h for h in hparams if h.get("optimizer_index", 0) == index and h["step"] <= onset]
+        if not seen:
+            continue
+        early = [h for h in seen if h["step"] <= onset - LR_WINDOW] or seen[:1]
+        then, now = early[-1], seen[-1]
+        ratio = _lr_ratio(now["lr"], then["lr"])
+        if ratio >= 1.5 and onset - now["step"] <= LR_WINDOW and (best is None or ratio > best[2]):
+            best = (then, now, ratio, seen.index(now) - seen.index(then) == 1)
+    return best
+
+
+def high_learning_rate(ep, ctx):
+    """A learning rate that is large for its optimizer when a layer dies or blows up."""
+    if ep.state not in ("dead", "exploding", "nonfinite"):
+        return None
+    h = next((h for h in reversed(ctx.hparams(ep.run)) if h["step"] <= ep.onset), None)
+    lr = max((v for v in (h or {}).get("lr") or [] if isinstance(v, (int, float))), default=0)
+    opt = (h or {}).get("optimizer", "")
+    if lr < (0.01 if opt in _ADAPTIVE else 1.0):
+        return None
+    return Finding("learning_rate", 0.55, f"the learning rate {lr:g} is high for {opt}",
+                   (f"{opt} learning rate {lr:g} in effect at step {ep.onset}",),
+                   _FIX_LR.get(ep.state, "Lower the learning rate."))
+
+
+def present_from_start(ep, ctx):
+    """Unhealthy from the layer's first observation: the initial weights put it there."""
+    if ep.previous is not None:
+        return None
+    return Finding("initialization", 0.75, f"{ep.state} from its first observed step, so the "
+                   "initial weights put it there",
+                   (f"{ep.state} from its first observation (step {ep.onset})",),
+                   _FIX_INIT.get(ep.state, "Use He init for ReLU layers and Xavier for "
+                                 "sigmoid/tanh, and add normalisation."))
+
+
+def deep_saturating_stack(ep, ctx):
+    """Saturating activations (sigmoid/tanh) stacked deep without normalisation: each one
+    shrinks the gradient, so the first layers learn nothing."""
+    if ep.state not in ("saturated", "vanishing"):
+        return None
+    layers = ctx.model_of(ep.layer)
+    squash = [l for l in layers if l.get("kind") in ("sigmoid", "tanh")]
+    if len(squash) < 3 or _has_norm(layers):
+        return None
+    return Finding("architecture", 0.8,
+                   f"{len(squash)} sigmoid/tanh layers are stacked without normalisation",
+                   (f"{len(squash)} sigmoid/tanh layers and no normalisation layer in the model",),
+                   _FIX_ARCH)
+
+
+def deep_without_norm(ep, ctx):
+    """Many weight layers and no normalisation: the gradient shrinks on its way back."""
+    layers = ctx.model_of(ep.layer)
+    weights = [l for l in layers if l.get("kind") == "param"]
+    if ep.state != "vanishing" or len(weights) < 8 or _has_norm(layers):
+        return None
+    return Finding("architecture", 0.6, f"{len(weights)} weight layers deep without normalisation",
+                   (f"{len(weights)} Linear/conv layers and no normalisation layer in the model",),
+                   _FIX_ARCH)
+
+
+def unexplained(ep, ctx):
+    """Nothing in the trace points at a cause: say so, and give the usual remedy."""
+    return Finding("unknown", 0.55, "no learning-rate change, bad input or initial state "
+                   "explains it", (), _FIX_UNKNOWN.get(ep.state, "Lower the learning rate."))
+
+
+CAUSES = [bad_batch, unscaled_input, raised_learning_rate, high_learning_rate, present_from_start,
+          deep_saturating_stack, deep_without_norm, unexplained]
+
+
+def _lr_ratio(new: list, old: list) -> float:
+    pairs = [(n, o) for n, o in zip(new, old) if isinstance(n, (int, float))
+             and isinstance(o, (int, float)) and o > 0]
+    return max((n / o for n, o in pairs), default=0.0)
+
+
+def _ago(n: int) -> str:
+    return "in the same step" if n == 0 else f"{n} step before" if n == 1 else f"{n} steps before"
+
+
+def _lrs(values) -> str:
+    values = values or []
+    return ", ".join(f"{v:g}" for v in values if isinstance(v, (int, float))) or "?"
+
+
+def _has_norm(layers) -> bool:
+    return any("Norm" in str(l.get("type", "")) for l in layers)
