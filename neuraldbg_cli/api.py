@@ -29,7 +29,7 @@ class NeuralDbg:
         argv = list(sys.argv)
         self.session = Session(self.trace, self.thresholds, script=argv[0] if argv else "",
                                argv=argv, model=self.model, quiet=self.quiet)
-        self.session.start()
+        self.session.start(existing_optimizers=True)
         return self
 
     def __exit__(self, exc_type, exc, tb) -> bool:

@@ -6,8 +6,12 @@ import signal
 import sys
 from typing import List, Optional
 
-import click
 import typer
+
+try:        # typer >= 0.24 carries its own copy of click
+    from typer._click import exceptions as _cx
+except ImportError:  # pragma: no cover - older typer uses click itself
+    from click import exceptions as _cx
 
 from .errors import InputError
 from .thresholds import Thresholds, load_thresholds, parse_states
@@ -26,6 +30,14 @@ DEFAULT_TRACE = "neuraldbg-trace.jsonl"
 
 class _Terminated(BaseException):
     """SIGTERM, turned into an exception so the trace is closed before the process dies."""
+
+
+class _Die(BaseException):
+    """Carries a KeyboardInterrupt or SIGTERM past typer, to end the process as python would."""
+
+    def __init__(self, death):
+        super().__init__(death)
+        self.death = death
 
 
 def _fail_on(option: Optional[str], thresholds: Thresholds) -> tuple:
@@ -55,6 +67,9 @@ def run(
     from .session import trace_path_for
     from .trace import check_writable
 
+    if script.startswith("-") and script != "-":
+        # ignore_unknown_options hands an unknown option over as SCRIPT
+        raise InputError(f"no such option: {script} (see: neuraldbg run --help)")
     th = load_thresholds(thresholds)
     gate = _fail_on(fail_on, th)
     check_writable(trace_path_for(trace))
@@ -78,12 +93,12 @@ def _observe(target, args, trace, th, gate, quiet) -> int:
         code = _exit_code(e.code)
     except KeyboardInterrupt as e:
         status, code, error, death = "interrupted", 130, "KeyboardInterrupt", e
-        sys.excepthook(type(e), e, runner.user_traceback(e.__traceback__, target.path))
+        _print_exception(e, target.path)
     except _Terminated:
         status, code, error, death = "interrupted", 143, "SIGTERM", signal.SIGTERM
     except BaseException as e:  # noqa: BLE001 - reported exactly as python would
         status, code, error = "failed", 1, f"{type(e).__name__}: {e}"
-        sys.excepthook(type(e), e, runner.user_traceback(e.__traceback__, target.path))
+        _print_exception(e, target.path)
     finally:
         if signal.getsignal(signal.SIGTERM) is _raise_terminated:
             signal.signal(signal.SIGTERM, previous)
@@ -91,8 +106,16 @@ def _observe(target, args, trace, th, gate, quiet) -> int:
     if not session.quiet:
         _summary(session)
     if death is not None:
-        _die_like_python(death)
+        raise _Die(death)
     return code
+
+
+def _print_exception(e: BaseException, path: str) -> None:
+    """The traceback as python prints it: from the script's first frame, through excepthook."""
+    from .runner import user_traceback
+
+    e = e.with_traceback(user_traceback(e.__traceback__, path))
+    sys.excepthook(type(e), e, e.__traceback__)
 
 
 def _raise_terminated(signum, frame):
@@ -115,8 +138,8 @@ def _die_like_python(death) -> None:
     sys.stdout.flush()
     sys.stderr.flush()
     if isinstance(death, KeyboardInterrupt):
-        # Re-raised, python itself runs atexit handlers and then exits by SIGINT; the
-        # traceback was already printed without neuraldbg's frames.
+        # Re-raised outside typer, python itself runs atexit handlers and then exits by
+        # SIGINT; the traceback was already printed without neuraldbg's frames.
         sys.excepthook = lambda *a: None
         raise death
     signal.signal(death, signal.SIG_DFL)
@@ -156,18 +179,23 @@ def main(argv: Optional[list] = None) -> int:
     try:
         rc = app(args=argv, prog_name="neuraldbg", standalone_mode=False)
         return rc if isinstance(rc, int) else 0
+    except _Die as d:
+        _die_like_python(d.death)
+        return 130
     except typer.Exit as e:
         return e.exit_code
-    except click.exceptions.Exit as e:
-        return e.exit_code
-    except click.UsageError as e:
-        where = f" (see: neuraldbg {e.ctx.info_name} --help)" if e.ctx and e.ctx.parent else " (see: neuraldbg --help)"
-        print(f"neuraldbg: error: {e.format_message()}{where}", file=sys.stderr)
+    except _cx.UsageError as e:
+        if type(e).__name__ == "NoArgsIsHelpError":     # bare `neuraldbg`: the help
+            print(e.format_message(), file=sys.stderr)
+            return 2
+        ctx = getattr(e, "ctx", None)
+        where = f"neuraldbg {ctx.info_name} --help" if ctx is not None and ctx.parent else "neuraldbg --help"
+        print(f"neuraldbg: error: {e.format_message()} (see: {where})", file=sys.stderr)
         return 2
-    except click.ClickException as e:
+    except _cx.ClickException as e:
         print(f"neuraldbg: error: {e.format_message()}", file=sys.stderr)
         return 2
-    except click.Abort:
+    except typer.Abort:
         return 130
     except InputError as e:
         print(f"neuraldbg: error: {e}", file=sys.stderr)

@@ -7,6 +7,7 @@ honoured in eager, compiled and DDP-wrapped models alike, and come with removabl
 """
 from __future__ import annotations
 
+import gc
 import math
 import sys
 import weakref
@@ -14,6 +15,7 @@ import weakref
 import torch
 from torch import nn
 from torch.nn.modules import module as nn_module
+from torch.nn.parameter import is_lazy
 from torch.optim.optimizer import Optimizer, register_optimizer_step_post_hook
 
 from . import naming
@@ -88,13 +90,19 @@ class Monitor:
         self._input = LayerRec(None, INPUT, True, thresholds)
         self._input.fallback_name = naming.INPUT
         self._unnamed = 0
+        self._grads_off = False
         self._last_activation = None          # eager only: spares re-reading the same tensor
         self._handles: list = []
         self._orig_opt_init = None
         self.active = False
 
     # ---- lifecycle -------------------------------------------------------------------
-    def install(self) -> None:
+    def install(self, existing_optimizers: bool = False) -> None:
+        """existing_optimizers: look for optimizers made before this call (a notebook)."""
+        if self._model is not None:
+            self._add_root_safely(self._model)
+        if existing_optimizers:
+            self._optimizers_created += sum(issubclass(type(o), Optimizer) for o in gc.get_objects())
         self._handles = [
             nn_module.register_module_forward_pre_hook(self._pre_hook),
             nn_module.register_module_forward_hook(self._hook, always_call=True),
@@ -106,12 +114,18 @@ class Monitor:
         monitor = self
 
         def init(opt, *args, **kwargs):
-            monitor._optimizers_created += 1
+            monitor._optimizer_created()
             orig(opt, *args, **kwargs)
         Optimizer.__init__ = init
-        if self._model is not None:
-            self._add_root(self._model)
         self.active = True
+
+    def _optimizer_created(self) -> None:
+        self._optimizers_created += 1
+        if self._primary is None and (self.steps or self._pending_end):
+            # Forwards before the optimizer existed (a dry run that initialises lazy modules)
+            # were counted as steps; training proper starts at step 0.
+            self._end_step_safely()
+            self.step = self.steps = 0
 
     def remove(self) -> None:
         for h in self._handles:
@@ -125,7 +139,7 @@ class Monitor:
     def close(self) -> None:
         """End of the run: classify a step in progress, report pending states, unhook."""
         if self.active and (self._touched or self._grads):
-            self.end_step(complete=False)
+            self._end_step_safely(complete=False)
         self.remove()
         for rec in self._all_recs():
             for signal, tracker in (("activation", rec.act), ("gradient", rec.grad)):
@@ -184,7 +198,9 @@ class Monitor:
 
     def _outermost_call(self, module, args):
         if self._pending_end:
-            self.end_step()
+            self._end_step_safely()
+            if not self.active:
+                return
         if isinstance(module, nn.modules.loss._Loss) or not torch.is_grad_enabled() \
                 or not module.training:
             return
@@ -199,12 +215,13 @@ class Monitor:
                 for m in module.modules():
                     self._skip(m)
                 return
-            self._add_root(module)
+            self._add_root_safely(module)
         x = first_tensor(args)
-        if x is not None:
+        if x is not None and not self._input.skip:
             try:
                 self._input.acc.add_norm_only(x)
             except Exception as e:  # noqa: BLE001
+                self._input.skip = True
                 self._disable(None, self._input, e)
                 return
             if not self._input.touched:
@@ -212,8 +229,9 @@ class Monitor:
                 self._touched.append(self._input)
 
     def _optimizer_stepped(self, opt, args, kwargs):
-        if not self.active:
+        if not self._handles:
             return
+        primary = None
         try:
             key = id(opt)
             primary = self._primary() if self._primary is not None else None
@@ -222,18 +240,16 @@ class Monitor:
             # is gone or has stopped stepping (training in phases).
             if primary is None or (primary is not opt and self._stepped[key] > 1):
                 self._primary, primary = weakref.ref(opt), opt
-            self._record_hparams(opt)
-            norms = self._grad_norms(opt)
+            if self.active:             # switched off by a fault: steps are still counted
+                self._record_hparams(opt)
+            norms = None if self._grads_off or not self.active else self._grad_norms(opt)
             if norms is not None:
                 self._grads.append(norms)
-        except Exception as e:  # noqa: BLE001
-            self.warn(f"gradient monitoring switched off: {type(e).__name__}: {e}")
-            self.emit({"event": "warning", "step": self.step, "layer": None,
-                       "message": f"gradient monitoring switched off: {type(e).__name__}: {e}"})
-            self._grads = []
-            return
+        except Exception as e:  # noqa: BLE001 - a monitor fault must not end the user's run
+            self._grads_off, self._grads = True, []
+            self._fault("gradient monitoring switched off", e)
         if primary is opt:
-            self.end_step()
+            self._end_step_safely()
 
     # ---- registration and naming -----------------------------------------------------
     def _register(self, module):
@@ -243,6 +259,11 @@ class Monitor:
         leaf = next(module.children(), None) is None
         has_params = any(p.requires_grad for p in module.parameters(recurse=False))
         if not leaf and not has_params:
+            return self._skip(module)
+        if not has_params and self._names and id(module) not in self._names:
+            # Not part of any model called so far: a module made anew in each forward
+            # (nn.ReLU()(x)); tracking each copy would grow without bound. The next layer's
+            # input check still sees what it did.
             return self._skip(module)
         rec = LayerRec(module, kind_of(module) if leaf else OTHER, leaf, self.th)
         self._recs[id(module)] = rec
@@ -263,6 +284,12 @@ class Monitor:
         self._recs = {k: r for k, r in self._recs.items() if r.ref() is not None}
         self._roots = {k: r for k, r in self._roots.items() if r() is not None}
 
+    def _add_root_safely(self, root) -> None:
+        try:
+            self._add_root(root)
+        except Exception as e:  # noqa: BLE001
+            self._fault(f"layer names of {type(root).__name__} unavailable", e)
+
     def _add_root(self, root):
         self._roots[id(root)] = weakref.ref(root)
         names = naming.qualified_names(root)
@@ -280,7 +307,8 @@ class Monitor:
             if not rec.skip:
                 layers.append({"name": names[id(module)], "type": type(module).__name__,
                                "kind": rec.kind if rec.leaf else "container",
-                               "params": sum(p.numel() for p in module.parameters(recurse=False))})
+                               "params": sum(0 if is_lazy(p) else p.numel()
+                                             for p in module.parameters(recurse=False))})
         self.emit({"event": "model", "step": self.step, "root": type(naming.unwrap(root)).__name__,
                    "layers": layers})
 
@@ -298,9 +326,27 @@ class Monitor:
         if module is not None:
             self._skip(module)
         name = self.name_of(rec)
-        msg = f"monitoring of layer {name} switched off: {type(error).__name__}: {error}"
+        self._fault(f"monitoring of layer {name} switched off", error, name)
+
+    def _fault(self, what: str, error: BaseException, layer=None) -> None:
+        msg = f"{what}: {type(error).__name__}: {error}"
         self.warn(msg)
-        self.emit({"event": "warning", "step": self.step, "layer": name, "message": msg})
+        self.emit({"event": "warning", "step": self.step, "layer": layer, "message": msg})
+
+    def _end_step_safely(self, complete: bool = True) -> None:
+        """end_step, but a fault there switches monitoring off instead of ending training."""
+        if not self.active:
+            self.steps += complete
+            self.step += complete
+            return
+        try:
+            self.end_step(complete)
+        except Exception as e:  # noqa: BLE001
+            self.active = False
+            self._touched, self._grads = [], []
+            self.steps += complete
+            self.step += complete
+            self._fault("monitoring switched off", e)
 
     # ---- optimizer side ----------------------------------------------------------------
     def _record_hparams(self, opt):
@@ -344,7 +390,10 @@ class Monitor:
             return None
         grads = [params[i].grad for i in keep]
         grads = [g.coalesce()._values() if g.is_sparse else g for g in grads]
-        norms = torch._foreach_norm(grads, 2, dtype=torch.float32)
+        if any(g.dtype == torch.float64 for g in grads):
+            norms = [n.float() for n in torch._foreach_norm(grads, 2)]
+        else:   # half-precision sums of squares would overflow
+            norms = torch._foreach_norm(grads, 2, dtype=torch.float32)
         if mixed:
             norms = [n.to(idx.device) for n in norms]
         device = idx.device

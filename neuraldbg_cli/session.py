@@ -64,8 +64,8 @@ class Session:
         self.writer.write(event)
         self.writer.flush()
 
-    def start(self) -> None:
-        self.monitor.install()
+    def start(self, existing_optimizers: bool = False) -> None:
+        self.monitor.install(existing_optimizers)
 
     def failures(self, states) -> list:
         """The confirmed transitions into any of `states`."""

@@ -24,6 +24,16 @@ _CHANNEL_FIRST = (nn.modules.conv._ConvNd, nn.modules.batchnorm._BatchNorm,
                   nn.modules.instancenorm._InstanceNorm, nn.modules.pooling._MaxPoolNd,
                   nn.modules.pooling._AvgPoolNd)
 _F32 = torch.float32
+_LOW = (torch.float16, torch.bfloat16)
+
+
+def norm32(t: torch.Tensor, ord=2, dim=None) -> torch.Tensor:
+    """vector_norm accumulated in (at least) float32, returned as float32: half-precision
+    sums of squares overflow, and float64 cannot be reduced *into* float32."""
+    if t.dtype in _LOW:
+        return torch.linalg.vector_norm(t, ord, dim, dtype=_F32)
+    n = torch.linalg.vector_norm(t, ord, dim)
+    return n if n.dtype == _F32 else n.to(_F32)
 
 
 def kind_of(module: nn.Module) -> str:
@@ -88,7 +98,7 @@ class Accumulator:
         dims = unit_dims(y, channel_first) if kind != OTHER and kind != PARAM else None
         if dims is not None and kind in (SIGMOID, TANH):
             s = y.sum(dims, dtype=_F32)
-            q = torch.linalg.vector_norm(y, 2, dims, dtype=_F32).square()
+            q = norm32(y, 2, dims).square()
             same = self.usum is not None and self.usum.shape == s.shape
             self.usum = self.usum + s if same else s
             self.usq = self.usq + q if same else q
@@ -97,16 +107,16 @@ class Accumulator:
         else:
             if dims is not None:
                 self.units = _combine_max(self.units, y.amax(dims))
-            self.norms.append(torch.linalg.vector_norm(y, dtype=_F32))
+            self.norms.append(norm32(y))
         self.numel += y.numel()
 
     def add_input(self, x: torch.Tensor, channel_first: bool) -> None:
         dims = unit_dims(x, channel_first)
         if dims is not None:
-            self.inputs = _combine_max(self.inputs, torch.linalg.vector_norm(x.detach(), float("inf"), dims))
+            self.inputs = _combine_max(self.inputs, norm32(x.detach(), float("inf"), dims))
 
     def add_norm_only(self, x: torch.Tensor) -> None:
-        self.norms.append(torch.linalg.vector_norm(x.detach(), dtype=_F32))
+        self.norms.append(norm32(x.detach()))
         self.numel += x.numel()
 
 

@@ -6,6 +6,7 @@ Schema history:
 """
 from __future__ import annotations
 
+import errno
 import json
 import math
 import os
@@ -49,50 +50,47 @@ def check_writable(path: str) -> None:
 
 
 class TraceWriter:
-    """Appends events as single lines; flushes on demand (at least once per step).
+    """Appends events as single lines, each with one unbuffered write: every line is on disk
+    as soon as it is written, so nothing is lost when the process dies.
 
     A write error (disk full, ...) never reaches the user's script: the file is cut back to
     its last complete line, one warning goes to stderr, and later events are dropped."""
 
     def __init__(self, path: str, warn=None):
         self.path = path
-        self._file = open(path, "w", encoding="utf-8")
-        self._good = 0          # offset just past the last line known to be on disk
+        self._file = open(path, "wb", buffering=0)
+        self._good = 0          # offset just past the last complete line
         self._broken = False
         self._warn = warn or (lambda msg: print(f"neuraldbg: {msg}", file=sys.stderr))
 
     def write(self, event: dict) -> None:
         if self._broken:
             return
-        line = json.dumps(_clean(event), separators=(", ", ": ")) + "\n"
+        data = (json.dumps(_clean(event), separators=(", ", ": ")) + "\n").encode("utf-8")
         try:
-            self._file.write(line)
+            written = self._file.write(data)
+            if written != len(data):
+                raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+            self._good += written
         except OSError as e:
             self._fail(e)
 
     def flush(self) -> None:
-        if self._broken:
-            return
-        try:
-            self._file.flush()
-            self._good = self._file.tell()
-        except OSError as e:
-            self._fail(e)
+        """Kept for callers that mark step boundaries; lines are already written through."""
 
     def close(self) -> None:
-        self.flush()
-        try:
-            self._file.close()
-        except OSError:
-            pass
+        if not self._broken:
+            try:
+                self._file.close()
+            except OSError:
+                pass
 
     def _fail(self, error: OSError) -> None:
         self._broken = True
         self._warn(f"trace {self.path} could not be written ({error.strerror or error}); "
                    "it ends at its last complete line, the run goes on")
         try:
-            fd = self._file.fileno()
-            os.ftruncate(fd, self._good)
+            os.ftruncate(self._file.fileno(), self._good)
         except OSError:
             pass
         try:

@@ -137,9 +137,6 @@ def test_unknown_fail_on_state(work):
     assert_one_line_error(run_bad(work, ["--fail-on", "dead,deadd"]), "deadd")
 
 
-@pytest.mark.xfail(strict=True, reason="with ignore_unknown_options=True click hands '--bogus' "
-                   "to run() as SCRIPT: the message is 'script not found: --bogus', not an "
-                   "unknown option")
 def test_unknown_option_before_script(work):
     line = assert_one_line_error(run_bad(work, ["--bogus"]), "--bogus")
     assert "option" in line.lower()
@@ -150,7 +147,6 @@ _VENDORED_CLICK = ("cli.main catches click.UsageError/ClickException from the `c
                    "errors escape as a Python traceback with exit 1")
 
 
-@pytest.mark.xfail(strict=True, reason=_VENDORED_CLICK)
 @pytest.mark.parametrize("args,needle", [
     (["run"], "SCRIPT"),
     (["run", "--trace"], "--trace"),

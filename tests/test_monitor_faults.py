@@ -131,9 +131,6 @@ def test_fault_in_add_input_switches_off_that_layer_only(tmp_path, capsys, monke
     assert "a" in {e["layer"] for e in events if e["event"] == "transition"}
 
 
-@pytest.mark.xfail(strict=True, reason="Monitor._optimizer_stepped calls end_step() outside "
-                   "its try: a fault in the per-step reduction (gather/classification) is "
-                   "raised from optimizer.step() into the user's training loop")
 def test_fault_in_step_reduction_does_not_end_training(tmp_path, capsys, monkeypatch):
     original = monitor_mod.gather
     calls = {"n": 0}
@@ -160,9 +157,6 @@ def test_fault_in_step_reduction_does_not_end_training(tmp_path, capsys, monkeyp
     assert events[-1]["status"] == "completed"
 
 
-@pytest.mark.xfail(strict=True, reason="Monitor._outermost_call calls _disable(None, "
-                   "self._input, e), which cannot mark the (input) pseudo-layer as off: it is "
-                   "retried, and warned about, at every step")
 def test_fault_in_input_norm_warns_once(tmp_path, capsys, monkeypatch):
     """The pseudo-layer (input) fails at every step: one warning, not one per step."""
     def faulty(self, x):
@@ -236,9 +230,8 @@ class _Full(io.RawIOBase):
 
 def _full_open(lines, extra, fails=None):
     def fake_open(path, mode="r", encoding=None, **kw):
-        assert mode == "w"
-        raw = _Full(path, lines, extra, fails)
-        return io.TextIOWrapper(io.BufferedWriter(raw, buffer_size=64), encoding=encoding)
+        assert mode == "wb" and kw.get("buffering") == 0
+        return _Full(path, lines, extra, fails)
     return fake_open
 
 
@@ -271,10 +264,6 @@ def test_disk_full_trace_ends_at_last_complete_line(tmp_path, capsys, monkeypatc
     assert len(written) == lines
 
 
-@pytest.mark.xfail(strict=True, reason="TraceWriter._fail truncates the file to the last good "
-                   "offset and then closes it; close() flushes the still-buffered text at the "
-                   "old file position (space is free again: the truncation itself frees it), "
-                   "leaving a hole of NUL bytes and a partial line")
 def test_write_error_then_space_again_trace_ends_at_last_complete_line(tmp_path, capsys, monkeypatch):
     monkeypatch.setattr(trace_mod, "open", _full_open(2, 30, fails=1), raising=False)
     path = tmp_path / "t.jsonl"

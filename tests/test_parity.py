@@ -162,10 +162,6 @@ def test_exception_exit_status_stdout_and_trace(exception_runs):
     assert end["error"] == "ValueError: bad value 'k'"
 
 
-@pytest.mark.xfail(strict=True, reason="cli._observe passes runner.user_traceback(...) to "
-                   "sys.excepthook, but the default hook prints the exception's own "
-                   "__traceback__ (it only uses the tb argument when that is None): "
-                   "neuraldbg's cli.py/runner.py frames are shown")
 def test_exception_traceback_as_python(exception_runs):
     work, py, nd = exception_runs
     err = own_lines_removed(nd.stderr)
@@ -211,8 +207,6 @@ def test_crash_mid_training(crash_runs):
     assert any(e["event"] == "transition" for e in events)
 
 
-@pytest.mark.xfail(strict=True, reason="same as test_exception_traceback_as_python: the "
-                   "traceback starts in neuraldbg_cli/cli.py, not at the script's frame")
 def test_crash_mid_training_traceback_starts_at_script(crash_runs):
     work, py, nd = crash_runs
     err = own_lines_removed(nd.stderr)
@@ -283,9 +277,6 @@ def test_sigint_trace(sigint_runs):
     assert rc != 0
 
 
-@pytest.mark.xfail(strict=True, reason="cli._die_like_python re-raises KeyboardInterrupt, but "
-                   "typer's _main (standalone_mode=False) turns it into Exit(130): the process "
-                   "exits with status 130 instead of dying of SIGINT (-2) as python does")
 def test_sigint_returncode_as_python(sigint_runs):
     py, (rc, _, _, _) = sigint_runs
     assert py[0] == -signal.SIGINT
