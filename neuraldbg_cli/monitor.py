@@ -51,6 +51,7 @@ class LayerRec:
         self.fallback_name = None
         self.acc = Accumulator()
         self.touched = False
+        self.is_output = False
         self.hist = History(th.anomaly.window)
         self.act = SignalTracker(th.debounce_steps)
         self.grad = SignalTracker(th.debounce_steps)
@@ -92,6 +93,7 @@ class Monitor:
         self._unnamed = 0
         self._grads_off = False
         self._last_activation = None          # eager only: spares re-reading the same tensor
+        self._last_leaf = None                # eager only: (rec, output) of the last leaf call
         self._handles: list = []
         self._orig_opt_init = None
         self.active = False
@@ -136,11 +138,14 @@ class Monitor:
             self._orig_opt_init = None
         self.active = False
 
-    def close(self) -> None:
-        """End of the run: classify a step in progress, report pending states, unhook."""
+    def close(self, completed: bool = True) -> None:
+        """End of the run: classify a step in progress, unhook; after a crash or an
+        interrupt, also report states that had no time to be confirmed."""
         if self.active and (self._touched or self._grads):
             self._end_step_safely(complete=False)
         self.remove()
+        if completed:
+            return
         for rec in self._all_recs():
             for signal, tracker in (("activation", rec.act), ("gradient", rec.grad)):
                 t = tracker.flush()
@@ -164,9 +169,8 @@ class Monitor:
     def _hook(self, module, args, output):
         if not torch.compiler.is_compiling():
             self._depth = max(self._depth - 1, 0)
-            if self._depth == 0 and self._optimizers_created == 0 and self._primary is None \
-                    and self.active and torch.is_grad_enabled() and self._is_root(module):
-                self._pending_end = True
+            if self._depth == 0 and self._is_root(module):
+                self._outermost_return(output)
         if not self.active or not torch.is_grad_enabled() or not module.training:
             return
         rec = self._recs.get(id(module))
@@ -190,11 +194,23 @@ class Monitor:
                     acc.add_input(x, rec.channel_first)
             elif rec.kind in (RELU, SMOOTH) and not torch.compiler.is_compiling():
                 self._last_activation = y
+            if not torch.compiler.is_compiling():
+                self._last_leaf = (rec, y)
             if not rec.touched:
                 rec.touched = True
                 self._touched.append(rec)
         except Exception as e:  # noqa: BLE001 - a monitor fault must not end the user's run
             self._disable(module, rec, e)
+
+    def _outermost_return(self, output) -> None:
+        last = self._last_leaf
+        if last is not None and first_tensor(output) is last[1] and not last[0].is_output:
+            # The model's own output layer: a sigmoid there saturating is a confident
+            # prediction, the aim of training, not a failure.
+            last[0].is_output = True
+        if self._optimizers_created == 0 and self._primary is None and self.active \
+                and torch.is_grad_enabled():
+            self._pending_end = True
 
     def _outermost_call(self, module, args):
         if self._pending_end:
@@ -427,7 +443,7 @@ class Monitor:
                 self._purge()
         self.step += 1 if complete else 0
         self._depth = 0
-        self._last_activation = None
+        self._last_activation = self._last_leaf = None
 
     def _classify_activation(self, rec: LayerRec, i: int, values: dict) -> None:
         acc = rec.acc
@@ -442,8 +458,10 @@ class Monitor:
             obs[key] = obs["sparsity"] = stats[key] = ratio
             stats["units"] = acc.units.numel()
         if ("sat", i) in values and acc.usum is not None:
-            obs["saturated_ratio"] = stats["saturated_ratio"] = values[("sat", i)] / acc.usum.numel()
+            stats["saturated_ratio"] = values[("sat", i)] / acc.usum.numel()
             stats["units"] = acc.usum.numel()
+            if not rec.is_output:
+                obs["saturated_ratio"] = stats["saturated_ratio"]
         if ("inputs", i) in values and acc.inputs is not None:
             obs["input_dead_ratio"] = stats["input_dead_ratio"] = values[("inputs", i)] / acc.inputs.numel()
         state, extra = activation_state(obs, rec.hist, self.th)
@@ -458,7 +476,9 @@ class Monitor:
         for rec, norm in zip(recs, norms):
             state, extra = gradient_state(norm, top, rec.hist, self.th)
             rec.hist.add_gradient(norm)
-            t = rec.grad.update(self.step, state, {"grad_norm": norm, "model_max_grad_norm": top, **extra})
+            urgent = extra.pop("urgent", False)
+            t = rec.grad.update(self.step, state, {"grad_norm": norm, "model_max_grad_norm": top, **extra},
+                                urgent)
             if t is not None:
                 self._write_transition(rec, "gradient", t)
 

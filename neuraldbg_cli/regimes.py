@@ -30,6 +30,8 @@ class History:
         self.log_rms: deque = deque(maxlen=window)
         self.sparsity: deque = deque(maxlen=window)
         self.grad: deque = deque(maxlen=window)
+        self.grad_early: list = []         # the first norms, kept: a floor for "recent"
+        self._early = window
 
     def add_activation(self, rms: float, sparsity: float | None) -> None:
         if math.isfinite(rms):
@@ -40,6 +42,14 @@ class History:
     def add_gradient(self, norm: float) -> None:
         if math.isfinite(norm) and norm > 0:
             self.grad.append(norm)
+            if len(self.grad_early) < self._early:
+                self.grad_early.append(norm)
+
+    def grad_baseline(self) -> float:
+        """The layer's usual gradient norm: its recent median, but never below the median of
+        its first steps (a model that has fit its data has tiny gradients; new data brings
+        back ordinary ones, which are not an explosion)."""
+        return max(median(self.grad), median(self.grad_early))
 
 
 def anomaly(obs: dict, hist: History, th: AnomalyThresholds) -> dict | None:
@@ -93,11 +103,11 @@ def gradient_state(norm: float, model_max: float, hist: History, th: Thresholds)
     if not math.isfinite(norm):
         return "nonfinite", {}
     if norm > g.exploding_norm:
-        return "exploding", {}
+        return "exploding", {"urgent": True}
     if len(hist.grad) >= th.anomaly.warmup:
-        med = median(hist.grad)
-        if norm > g.exploding_factor * med:
-            return "exploding", {"grad_norm_median": med}
+        base = hist.grad_baseline()
+        if norm > g.exploding_factor * base:
+            return "exploding", {"grad_norm_median": base}
     if norm <= g.vanishing_norm:
         return "vanishing", {}
     if model_max > 0 and norm / model_max < g.vanishing_ratio:

@@ -81,7 +81,7 @@ class Session:
         self._finished = True
         self.exit_code = exit_code
         try:
-            self.monitor.close()
+            self.monitor.close(completed=status == "completed")
             if exit_code == 0 and self.failures(fail_on):
                 self.exit_code = 3
         finally:

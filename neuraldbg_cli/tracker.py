@@ -20,7 +20,8 @@ class SignalTracker:
     The transition is dated at the first step of that run (the onset), and carries the
     numbers of that step. Non-finite values are confirmed at once (one bad batch matters),
     and so is a healthy first observation. A layer flapping faster than `debounce` steps
-    keeps its confirmed state, so the trace cannot be flooded."""
+    keeps its confirmed state, so the trace cannot be flooded. `urgent` confirms at once
+    too (a gradient beyond the absolute ceiling: one such update can wreck a model)."""
 
     def __init__(self, debounce: int):
         self.debounce = debounce
@@ -30,20 +31,21 @@ class SignalTracker:
         self._count = 0
         self._stats: dict = {}
 
-    def update(self, step: int, state: str, stats: dict) -> Transition | None:
+    def update(self, step: int, state: str, stats: dict, urgent: bool = False) -> Transition | None:
         if state == self.state:
             self._candidate = None
             return None
         if state != self._candidate:
             self._candidate, self._since, self._count, self._stats = state, step, 0, stats
         self._count += 1
-        immediate = state == "nonfinite" or (self.state is None and state in HEALTHY)
+        immediate = urgent or state == "nonfinite" or (self.state is None and state in HEALTHY)
         if immediate or self._count >= self.debounce:
             return self._confirm()
         return None
 
     def flush(self) -> Transition | None:
-        """At the end of the run: a pending unhealthy state is reported, marked unconfirmed."""
+        """At the end of a run that did not complete (a crash, an interrupt): a pending
+        unhealthy state is reported, marked unconfirmed, as the last thing seen."""
         if self._candidate is None or self._candidate in HEALTHY and self.state is not None:
             return None
         t = self._confirm()

@@ -22,22 +22,8 @@ HEALTHY = {
     "curriculum": 160,
 }
 
-# Healthy runs the detector currently flags (see each reason); strict: the test turns green,
-# and must be unmarked, once the detector is fixed.
-KNOWN_FALSE_ALARMS = {
-    "sigmoid_output": "the output nn.Sigmoid of a confident BCE classifier is reported "
-                      "normal -> saturated (layer '5', step ~37): saturation is judged on the "
-                      "model's own prediction, where values near 0/1 are the goal of training",
-    "curriculum": "gradient healthy -> exploding at step 120 (layers 0, 2, 4, norms 0.2-0.5) "
-                  "when hard examples are added: the 100x-recent-median rule fires because the "
-                  "median collapsed to ~1e-3 on solved easy examples; the norms stay far below "
-                  "100x the layer's own early-training norms",
-}
-
-
 def _cases():
-    return [pytest.param(n, marks=pytest.mark.xfail(strict=True, reason=KNOWN_FALSE_ALARMS[n]))
-            if n in KNOWN_FALSE_ALARMS else n for n in sorted(HEALTHY)]
+    return sorted(HEALTHY)
 
 
 @pytest.fixture(scope="module")

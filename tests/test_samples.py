@@ -180,10 +180,6 @@ def test_rnn_spike_scenario(rnn_spike):
     assert spike > 1e5                  # one step far above exploding_norm (1e3)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "a one-step gradient spike is swallowed by the 2-step debounce: the RNN's step-0 "
-    "recurrent gradient of ~3e6 (that wrecks training) is never reported, and the layer's "
-    "first gradient observation is written as null -> healthy at step 1"))
 def test_rnn_single_gradient_spike_is_reported(rnn_spike):
     _, events = rnn_spike
     _one(events, "rnn", "gradient", "exploding", 0, 0, frm=None)
