@@ -19,13 +19,13 @@ from torch.nn.parameter import is_lazy
 from torch.optim.optimizer import Optimizer, register_optimizer_step_post_hook
 
 from . import naming
+from .optimizers import OptimizerWatch
 from .regimes import INPUT, OTHER, PARAM, RELU, SIGMOID, SMOOTH, TANH, History, activation_state, gradient_state
 from .stats import Accumulator, first_tensor, gather, kind_of
 from .thresholds import Thresholds
 from .tracker import SignalTracker
 
 _PURGE_EVERY = 256        # steps between sweeps of modules that no longer exist
-_LR_CHANGE = 0.10         # relative learning-rate change that is written as an hparams event
 
 
 class Skipped:
@@ -82,11 +82,7 @@ class Monitor:
         self._depth = 0
         self._pending_end = False
         self._optimizers_created = 0
-        self._primary = None                  # weakref to the optimizer whose step ends a step
-        self._stepped: dict = {}              # id(optimizer) -> steps in the current window
-        self._opt_names: dict = {}
-        self._opt_cache: dict = {}
-        self._lrs: dict = {}
+        self._optim = OptimizerWatch(emit)
         self._grads: list = []                # (per-layer norm tensor, [LayerRec]) this step
         self._input = LayerRec(None, INPUT, True, thresholds)
         self._input.fallback_name = naming.INPUT
@@ -123,7 +119,7 @@ class Monitor:
 
     def _optimizer_created(self) -> None:
         self._optimizers_created += 1
-        if self._primary is None and (self.steps or self._pending_end):
+        if self._optim.primary is None and (self.steps or self._pending_end):
             # Forwards before the optimizer existed (a dry run that initialises lazy modules)
             # were counted as steps; training proper starts at step 0.
             self._end_step_safely()
@@ -208,7 +204,7 @@ class Monitor:
             # The model's own output layer: a sigmoid there saturating is a confident
             # prediction, the aim of training, not a failure.
             last[0].is_output = True
-        if self._optimizers_created == 0 and self._primary is None and self.active \
+        if self._optimizers_created == 0 and self._optim.primary is None and self.active \
                 and torch.is_grad_enabled():
             self._pending_end = True
 
@@ -247,24 +243,18 @@ class Monitor:
     def _optimizer_stepped(self, opt, args, kwargs):
         if not self._handles:
             return
-        primary = None
-        try:
-            key = id(opt)
-            primary = self._primary() if self._primary is not None else None
-            self._stepped[key] = self._stepped.get(key, 0) + 1
-            # The first optimizer to step ends steps; a new one takes over when the old one
-            # is gone or has stopped stepping (training in phases).
-            if primary is None or (primary is not opt and self._stepped[key] > 1):
-                self._primary, primary = weakref.ref(opt), opt
-            if self.active:             # switched off by a fault: steps are still counted
-                self._record_hparams(opt)
-            norms = None if self._grads_off or not self.active else self._grad_norms(opt)
-            if norms is not None:
-                self._grads.append(norms)
-        except Exception as e:  # noqa: BLE001 - a monitor fault must not end the user's run
-            self._grads_off, self._grads = True, []
-            self._fault("gradient monitoring switched off", e)
-        if primary is opt:
+        paces = self._optim.paces(opt)
+        if self.active:             # once switched off by a fault, steps are only counted
+            try:
+                self._optim.record_hparams(opt, self.step)
+                if not self._grads_off:
+                    norms = self._optim.grad_norms(opt, self._owners)
+                    if norms is not None:
+                        self._grads.append(norms)
+            except Exception as e:  # noqa: BLE001 - a monitor fault must not end the run
+                self._grads_off, self._grads = True, []
+                self._fault("gradient monitoring switched off", e)
+        if paces:
             self._end_step_safely()
 
     # ---- registration and naming -----------------------------------------------------
@@ -364,58 +354,6 @@ class Monitor:
             self.step += complete
             self._fault("monitoring switched off", e)
 
-    # ---- optimizer side ----------------------------------------------------------------
-    def _record_hparams(self, opt):
-        key = id(opt)
-        if key not in self._opt_names:
-            self._opt_names[key] = (type(opt).__name__, len(self._opt_names))
-        lrs = [float(g["lr"]) for g in opt.param_groups if "lr" in g]
-        prev = self._lrs.get(key)
-        if prev is not None and len(prev) == len(lrs) and all(
-                abs(a - b) <= _LR_CHANGE * max(abs(b), 1e-30) for a, b in zip(lrs, prev)):
-            return
-        self._lrs[key] = lrs
-        name, index = self._opt_names[key]
-        event = {"event": "hparams", "step": self.step, "optimizer": name,
-                 "optimizer_index": index, "lr": lrs, "previous_lr": prev}
-        if prev is None:
-            g0 = opt.param_groups[0]
-            for k in ("momentum", "betas", "weight_decay", "eps"):
-                if k in g0:
-                    v = g0[k]
-                    event[k] = list(v) if isinstance(v, tuple) else v
-        self.emit(event)
-
-    def _grad_norms(self, opt):
-        params = [p for g in opt.param_groups for p in g["params"] if p.grad is not None]
-        key = tuple(map(id, params))
-        cached = self._opt_cache.get(id(opt))
-        if cached is None or cached[0] != key:
-            owned = [(p, self._owners[id(p)]) for p in params if id(p) in self._owners]
-            recs = list(dict.fromkeys(r for _, r in owned))
-            slot = {id(r): i for i, r in enumerate(recs)}
-            index = [slot[id(r)] for _, r in owned]
-            keep = [i for i, p in enumerate(params) if id(p) in self._owners]
-            device = params[keep[0]].device if keep else None
-            mixed = any(params[i].device != device for i in keep)
-            idx = torch.tensor(index, device=device) if keep else None
-            cached = (key, keep, recs, idx, mixed)
-            self._opt_cache[id(opt)] = cached
-        _, keep, recs, idx, mixed = cached
-        if not keep:
-            return None
-        grads = [params[i].grad for i in keep]
-        grads = [g.coalesce()._values() if g.is_sparse else g for g in grads]
-        if any(g.dtype == torch.float64 for g in grads):
-            norms = [n.float() for n in torch._foreach_norm(grads, 2)]
-        else:   # half-precision sums of squares would overflow
-            norms = torch._foreach_norm(grads, 2, dtype=torch.float32)
-        if mixed:
-            norms = [n.to(idx.device) for n in norms]
-        device = idx.device
-        per_layer = torch.zeros(len(recs), device=device).index_add_(0, idx, torch.stack(norms).square())
-        return per_layer.sqrt(), recs
-
     # ---- step end: classify and write ---------------------------------------------------
     def end_step(self, complete: bool = True) -> None:
         self._pending_end = False
@@ -438,7 +376,7 @@ class Monitor:
             self._classify_gradients(grecs, values.get(f"extra:grad{k}", []))
         if complete:
             self.steps += 1
-            self._stepped = {}
+            self._optim.new_window()
             if self.steps % _PURGE_EVERY == 0:
                 self._purge()
         self.step += 1 if complete else 0

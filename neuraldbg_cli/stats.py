@@ -136,7 +136,10 @@ def gather(layers: list, kinds: list, smooth_tail: float, min_grads: dict, extra
 
     def put(key, tensor):
         nonlocal offset
-        tensor = tensor.reshape(-1).to(_F32)
+        if tensor.dim() != 1:
+            tensor = tensor.reshape(-1)
+        if tensor.dtype != _F32:
+            tensor = tensor.float()
         if parts and tensor.device != parts[0].device:
             tensor = tensor.to(parts[0].device)
         parts.append(tensor)
@@ -146,24 +149,26 @@ def gather(layers: list, kinds: list, smooth_tail: float, min_grads: dict, extra
     norms = [(i, n) for i, acc in enumerate(layers) for n in acc.norms]
     if norms:
         put("norms", torch.stack([n for _, n in norms]))
-    for group, tail in (("units", None), ("inputs", 0.0)):
-        vecs = []
-        for i, acc in enumerate(layers):
-            v = acc.units if group == "units" else acc.inputs
-            if v is not None:
-                vecs.append((i, v, (smooth_tail if kinds[i] == SMOOTH else 0.0) if tail is None else tail))
-        if vecs:
-            flat = torch.cat([v.reshape(-1).to(_F32) for _, v, _ in vecs])
-            tails = {t for _, _, t in vecs}
-            if len(tails) == 1:
-                inactive = flat <= tails.pop()
-            else:
-                limit = torch.cat([torch.full((v.numel(),), t, dtype=_F32, device=flat.device)
-                                   for _, v, t in vecs])
-                inactive = flat <= limit
-            lengths = _lengths(tuple(v.numel() for _, v, _ in vecs), flat.device)
-            put(group, torch.segment_reduce(inactive.to(_F32), "sum", lengths=lengths))
-            slices[group + "_index"] = [i for i, _, _ in vecs]
+    # Inactive units (ReLU/smooth outputs, zero inputs): all layers in one comparison and
+    # one segmented sum over the concatenated per-unit vectors.
+    vecs = []
+    for i, acc in enumerate(layers):
+        if acc.units is not None:
+            vecs.append((("units", i), acc.units, smooth_tail if kinds[i] == SMOOTH else 0.0))
+        if acc.inputs is not None:
+            vecs.append((("inputs", i), acc.inputs, 0.0))
+    if vecs:
+        flat = torch.cat([v if v.dtype == _F32 else v.float() for _, v, _ in vecs])
+        tails = {t for _, _, t in vecs}
+        if len(tails) == 1:
+            inactive = flat <= tails.pop()
+        else:
+            limit = torch.cat([torch.full((v.numel(),), t, dtype=_F32, device=flat.device)
+                               for _, v, t in vecs])
+            inactive = flat <= limit
+        lengths = _lengths(tuple(v.numel() for _, v, _ in vecs), flat.device)
+        put("counts", torch.segment_reduce(inactive.to(_F32), "sum", lengths=lengths))
+        slices["counts_index"] = [key for key, _, _ in vecs]
     sat = []
     for i, acc in enumerate(layers):
         if acc.usum is not None:
@@ -200,10 +205,10 @@ def _unpack(values, slices, norms) -> dict:
     if "norms" in slices:
         for (i, _), v in zip(norms, values[slices["norms"]]):
             out.setdefault(("norm", i), []).append(v)
-    for group in ("units", "inputs", "sat"):
-        if group in slices:
-            for i, v in zip(slices[group + "_index"], values[slices[group]]):
-                out[(group, i)] = v
+    if "counts" in slices:
+        out.update(zip(slices["counts_index"], values[slices["counts"]]))
+    if "sat" in slices:
+        out.update((("sat", i), v) for i, v in zip(slices["sat_index"], values[slices["sat"]]))
     for key, sl in slices.items():
         if isinstance(key, str) and key.startswith("extra:"):
             out[key] = values[sl]
