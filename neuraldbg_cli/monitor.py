@@ -21,7 +21,7 @@ from torch.optim.optimizer import Optimizer, register_optimizer_step_post_hook
 from . import naming
 from .optimizers import OptimizerWatch
 from .regimes import INPUT, OTHER, PARAM, RELU, SIGMOID, SMOOTH, TANH, History, activation_state, gradient_state
-from .stats import Accumulator, first_tensor, gather, kind_of
+from .stats import CHANNEL_FIRST, TRANSPARENT, Accumulator, first_tensor, gather, kind_of
 from .thresholds import Thresholds
 from .tracker import SignalTracker
 
@@ -47,7 +47,9 @@ class LayerRec:
         self.module_type = type(module).__name__ if module is not None else "input"
         self.kind = kind
         self.leaf = leaf
-        self.channel_first = isinstance(module, _channel_first_types())
+        self.channel_first = isinstance(module, CHANNEL_FIRST)
+        # passes its input's zeros through (F.relu -> Dropout -> Linear): not a judge of them
+        self.transparent = isinstance(module, TRANSPARENT)
         self.fallback_name = None
         self.acc = Accumulator()
         self.touched = False
@@ -55,11 +57,6 @@ class LayerRec:
         self.hist = History(th.anomaly.window)
         self.act = SignalTracker(th.debounce_steps)
         self.grad = SignalTracker(th.debounce_steps)
-
-
-def _channel_first_types():
-    from .stats import _CHANNEL_FIRST
-    return _CHANNEL_FIRST
 
 
 class Monitor:
@@ -83,12 +80,11 @@ class Monitor:
         self._pending_end = False
         self._optimizers_created = 0
         self._optim = OptimizerWatch(emit)
-        self._grads: list = []                # (per-layer norm tensor, [LayerRec]) this step
+        self._grads: list = []                # ([0-d norm tensors], [LayerRec]) this step
         self._input = LayerRec(None, INPUT, True, thresholds)
         self._input.fallback_name = naming.INPUT
         self._unnamed = 0
         self._grads_off = False
-        self._last_activation = None          # eager only: spares re-reading the same tensor
         self._last_leaf = None                # eager only: (rec, output) of the last leaf call
         self._handles: list = []
         self._orig_opt_init = None
@@ -180,17 +176,18 @@ class Monitor:
                 return
             acc = rec.acc
             acc.add_output(y, rec.kind, rec.channel_first)
+            eager = not torch.compiler.is_compiling()
             if rec.kind == PARAM and args:
                 x = args[0]
                 # Data straight from the loader does not require grad: its zero features
-                # (one-hot, padding) are not dead units; a computed input (F.relu(...)) is
-                # checked, unless it is the output of an activation module just observed.
+                # (one-hot, padding) are not dead units. A computed input is checked (that
+                # is how F.relu(...) is seen), unless it is the very output of the layer
+                # observed just before, whose own numbers already judge it (eager only).
+                last = self._last_leaf if eager else None
                 if isinstance(x, torch.Tensor) and x.requires_grad and x.is_floating_point() \
-                        and x is not self._last_activation:
+                        and not (last is not None and last[1] is x and not last[0].transparent):
                     acc.add_input(x, rec.channel_first)
-            elif rec.kind in (RELU, SMOOTH) and not torch.compiler.is_compiling():
-                self._last_activation = y
-            if not torch.compiler.is_compiling():
+            if eager:
                 self._last_leaf = (rec, y)
             if not rec.touched:
                 rec.touched = True
@@ -364,16 +361,17 @@ class Monitor:
         for prev, rec in zip(recs, recs[1:]):
             if rec.acc.inputs is not None and prev.kind in (RELU, SMOOTH):
                 rec.acc.inputs = None
-        extra = {f"extra:grad{k}": t for k, (t, _) in enumerate(grads)}
         th = self.th
-        values = gather([r.acc for r in recs], [r.kind for r in recs], th.smooth.tail,
-                        {SIGMOID: th.sigmoid.min_grad, TANH: th.tanh.min_grad}, extra)
-        for i, rec in enumerate(recs):
-            self._classify_activation(rec, i, values)
+        numbers, grad_values = gather(
+            [r.acc for r in recs], [r.kind for r in recs], th.smooth.tail,
+            {SIGMOID: th.sigmoid.min_grad, TANH: th.tanh.min_grad}, [n for ns, _ in grads for n in ns])
+        for rec, nums in zip(recs, numbers):
+            self._classify_activation(rec, *nums)
             rec.acc.reset()
             rec.touched = False
-        for k, (_, grecs) in enumerate(grads):
-            self._classify_gradients(grecs, values.get(f"extra:grad{k}", []))
+        for _, grecs in grads:
+            self._classify_gradients(grecs, grad_values[:len(grecs)])
+            grad_values = grad_values[len(grecs):]
         if complete:
             self.steps += 1
             self._optim.new_window()
@@ -381,42 +379,49 @@ class Monitor:
                 self._purge()
         self.step += 1 if complete else 0
         self._depth = 0
-        self._last_activation = self._last_leaf = None
+        self._last_leaf = None
 
-    def _classify_activation(self, rec: LayerRec, i: int, values: dict) -> None:
+    def _classify_activation(self, rec: LayerRec, norms, units, inputs, saturated) -> None:
         acc = rec.acc
-        norms = values.get(("norm", i), [])
         sq = sum(n * n for n in norms)
-        obs = {"kind": rec.kind, "nonfinite": not math.isfinite(sq),
-               "rms": math.sqrt(sq / acc.numel) if acc.numel and math.isfinite(sq) else sq}
-        stats = {"rms": obs["rms"]}
-        if ("units", i) in values and acc.units is not None:
-            ratio = values[("units", i)] / acc.units.numel()
-            key = "dead_ratio" if rec.kind == RELU else "saturated_ratio"
-            obs[key] = obs["sparsity"] = stats[key] = ratio
-            stats["units"] = acc.units.numel()
-        if ("sat", i) in values and acc.usum is not None:
-            stats["saturated_ratio"] = values[("sat", i)] / acc.usum.numel()
-            stats["units"] = acc.usum.numel()
-            if not rec.is_output:
-                obs["saturated_ratio"] = stats["saturated_ratio"]
-        if ("inputs", i) in values and acc.inputs is not None:
-            obs["input_dead_ratio"] = stats["input_dead_ratio"] = values[("inputs", i)] / acc.inputs.numel()
+        finite = math.isfinite(sq)
+        rms = math.sqrt(sq / acc.numel) if finite and acc.numel else sq
+        obs = {"kind": rec.kind, "nonfinite": not finite, "rms": rms}
+        if units is not None:
+            obs["dead_ratio" if rec.kind == RELU else "saturated_ratio"] = obs["sparsity"] = \
+                units / acc.units.numel()
+        if saturated is not None and not rec.is_output:
+            obs["saturated_ratio"] = saturated / acc.usum.numel()
+        if inputs is not None:
+            obs["input_dead_ratio"] = inputs / acc.inputs.numel()
         state, extra = activation_state(obs, rec.hist, self.th)
-        rec.hist.add_activation(obs["rms"], obs.get("sparsity"))
+        rec.hist.add_activation(rms, obs.get("sparsity"))
+        if rec.act.settled(state):
+            return          # the common case: nothing to write, no evidence to assemble
+        stats = {k: v for k, v in obs.items() if k not in ("kind", "nonfinite", "sparsity")}
+        if saturated is not None:
+            stats["saturated_ratio"] = saturated / acc.usum.numel()
+        units_seen = acc.units if acc.units is not None else acc.usum
+        if units_seen is not None:
+            stats["units"] = units_seen.numel()
         t = rec.act.update(self.step, state, {**stats, **extra})
         if t is not None:
             self._write_transition(rec, "activation", t)
 
-    def _classify_gradients(self, recs: list, norms: list) -> None:
-        finite = [n for n in norms if math.isfinite(n)]
-        top = max(finite, default=0.0)
-        for rec, norm in zip(recs, norms):
+    def _classify_gradients(self, param_recs: list, param_norms: list) -> None:
+        squares: dict = {}
+        for rec, n in zip(param_recs, param_norms):
+            squares[rec] = squares.get(rec, 0.0) + n * n
+        layers = [(rec, math.sqrt(sq)) for rec, sq in squares.items()]
+        top = max((n for _, n in layers if math.isfinite(n)), default=0.0)
+        for rec, norm in layers:
             state, extra = gradient_state(norm, top, rec.hist, self.th)
             rec.hist.add_gradient(norm)
+            if rec.grad.settled(state):
+                continue
             urgent = extra.pop("urgent", False)
-            t = rec.grad.update(self.step, state, {"grad_norm": norm, "model_max_grad_norm": top, **extra},
-                                urgent)
+            stats = {"grad_norm": norm, "model_max_grad_norm": top, **extra}
+            t = rec.grad.update(self.step, state, stats, urgent)
             if t is not None:
                 self._write_transition(rec, "gradient", t)
 

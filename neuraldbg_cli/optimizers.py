@@ -42,6 +42,8 @@ class OptimizerWatch:
             self._names[key] = (type(opt).__name__, len(self._names))
         lrs = [float(g["lr"]) for g in opt.param_groups if "lr" in g]
         prev = self._lrs.get(key)
+        if lrs == prev:
+            return
         if prev is not None and len(prev) == len(lrs) and all(
                 abs(a - b) <= _LR_CHANGE * max(abs(b), 1e-30) for a, b in zip(lrs, prev)):
             return
@@ -58,14 +60,15 @@ class OptimizerWatch:
         self.emit(event)
 
     def grad_norms(self, opt, owners: dict):
-        """(per-layer gradient norms as one device tensor, [layer records]) for the
-        parameters of `opt` that have a gradient and belong to an observed layer."""
+        """([gradient norms as 0-d device tensors], [the layer record of each]) for the
+        parameters of `opt` that have a gradient and belong to an observed layer; the norms
+        of a layer's parameters are combined on the host, after the step's one read."""
         params = [p for g in opt.param_groups for p in g["params"] if p.grad is not None]
         key = tuple(map(id, params))
         cached = self._cache.get(id(opt))
         if cached is None or cached[0] != key:
             cached = self._cache[id(opt)] = (key, *_layout(params, owners))
-        _, keep, recs, idx, mixed = cached
+        _, keep, recs, device, mixed = cached
         if not keep:
             return None
         grads = [params[i].grad for i in keep]
@@ -75,21 +78,17 @@ class OptimizerWatch:
         else:   # half-precision sums of squares would overflow
             norms = torch._foreach_norm(grads, 2, dtype=torch.float32)
         if mixed:
-            norms = [n.to(idx.device) for n in norms]
-        squares = torch.stack(norms).square()
-        per_layer = torch.zeros(len(recs), device=idx.device).index_add_(0, idx, squares)
-        return per_layer.sqrt(), recs
+            norms = [n.to(device) for n in norms]
+        return list(norms), recs
 
 
 def _layout(params: list, owners: dict):
-    """Which parameters to read, the layers they sum into, and the index tensor that maps
-    one to the other: computed again only when the set of parameters with grads changes."""
+    """Which parameters to read and the layer of each: computed again only when the set of
+    parameters with gradients changes."""
     keep = [i for i, p in enumerate(params) if id(p) in owners]
     if not keep:
         return keep, [], None, False
-    recs = list(dict.fromkeys(owners[id(params[i])] for i in keep))
-    slot = {id(r): n for n, r in enumerate(recs)}
+    recs = [owners[id(params[i])] for i in keep]
     device = params[keep[0]].device
-    idx = torch.tensor([slot[id(owners[id(params[i])])] for i in keep], device=device)
     mixed = any(params[i].device != device for i in keep)
-    return keep, recs, idx, mixed
+    return keep, recs, device, mixed

@@ -6,6 +6,7 @@ device, and these functions decide, so every rule here is testable on hand-made 
 from __future__ import annotations
 
 import math
+from bisect import bisect_left, insort
 from collections import deque
 from statistics import median
 
@@ -21,17 +22,43 @@ OTHER = "other"        # everything else: non-finite values and sudden shifts on
 INPUT = "input"        # the outermost module's input
 
 _TINY = 1e-30
+_SQUASHING = (SMOOTH, SIGMOID, TANH)      # each kind is also its Thresholds attribute name
+
+
+class RollingMedian:
+    """The last `window` values and their median, kept sorted as they come: a step costs a
+    bisect, not a sort of the window (this runs for every layer at every step)."""
+
+    def __init__(self, window: int):
+        self._order: deque = deque()
+        self._sorted: list = []
+        self._window = window
+
+    def __len__(self) -> int:
+        return len(self._order)
+
+    def append(self, value: float) -> None:
+        if len(self._order) == self._window:
+            old = self._order.popleft()
+            del self._sorted[bisect_left(self._sorted, old)]
+        self._order.append(value)
+        insort(self._sorted, value)
+
+    def median(self) -> float:
+        s, n = self._sorted, len(self._sorted)
+        return s[n // 2] if n % 2 else (s[n // 2 - 1] + s[n // 2]) / 2
 
 
 class History:
     """A layer's recent numbers, bounded: memory does not grow with the number of steps."""
 
     def __init__(self, window: int):
-        self.log_rms: deque = deque(maxlen=window)
-        self.sparsity: deque = deque(maxlen=window)
-        self.grad: deque = deque(maxlen=window)
+        self.log_rms = RollingMedian(window)
+        self.sparsity = RollingMedian(window)
+        self.grad = RollingMedian(window)
         self.grad_early: list = []         # the first norms, kept: a floor for "recent"
         self._early = window
+        self._early_median = None
 
     def add_activation(self, rms: float, sparsity: float | None) -> None:
         if math.isfinite(rms):
@@ -49,7 +76,12 @@ class History:
         """The layer's usual gradient norm: its recent median, but never below the median of
         its first steps (a model that has fit its data has tiny gradients; new data brings
         back ordinary ones, which are not an explosion)."""
-        return max(median(self.grad), median(self.grad_early))
+        early = self._early_median
+        if early is None:
+            early = median(self.grad_early)
+            if len(self.grad_early) == self._early:
+                self._early_median = early      # complete: it will not change again
+        return max(self.grad.median(), early)
 
 
 def anomaly(obs: dict, hist: History, th: AnomalyThresholds) -> dict | None:
@@ -59,13 +91,13 @@ def anomaly(obs: dict, hist: History, th: AnomalyThresholds) -> dict | None:
     zeros (a steady share) do not trigger it; only a jump between steps does."""
     if len(hist.log_rms) < th.warmup:
         return None
-    med = median(hist.log_rms)
+    med = hist.log_rms.median()
     shift = math.log(obs["rms"] + _TINY) - med
     if abs(shift) > math.log(th.magnitude_factor):
         return {"rms_median": math.exp(med), "rms_ratio": math.exp(shift)}
     sp = obs.get("sparsity")
     if sp is not None and len(hist.sparsity) >= th.warmup:
-        sp_med = median(hist.sparsity)
+        sp_med = hist.sparsity.median()
         if abs(sp - sp_med) > th.sparsity_jump:
             return {"sparsity_median": sp_med, "sparsity_shift": sp - sp_med}
     return None
@@ -83,9 +115,7 @@ def activation_state(obs: dict, hist: History, th: Thresholds) -> tuple[str, dic
         return "dead", {}
     if obs.get("input_dead_ratio", 0.0) >= th.input.dead_ratio:
         return "dead", {"observed": "input"}
-    limit = {SMOOTH: th.smooth.saturated_ratio, SIGMOID: th.sigmoid.saturated_ratio,
-             TANH: th.tanh.saturated_ratio}.get(kind)
-    if limit is not None and obs.get("saturated_ratio", 0.0) >= limit:
+    if kind in _SQUASHING and obs.get("saturated_ratio", 0.0) >= getattr(th, kind).saturated_ratio:
         return "saturated", {}
     shift = anomaly(obs, hist, th.anomaly)
     if shift is not None:

@@ -20,9 +20,14 @@ _KINDS = (
     ((nn.Linear, nn.modules.conv._ConvNd), PARAM),
 )
 # Modules whose 3-D tensors are (batch, channels, length) rather than (batch, time, features).
-_CHANNEL_FIRST = (nn.modules.conv._ConvNd, nn.modules.batchnorm._BatchNorm,
-                  nn.modules.instancenorm._InstanceNorm, nn.modules.pooling._MaxPoolNd,
-                  nn.modules.pooling._AvgPoolNd)
+CHANNEL_FIRST = (nn.modules.conv._ConvNd, nn.modules.batchnorm._BatchNorm,
+                 nn.modules.instancenorm._InstanceNorm, nn.modules.pooling._MaxPoolNd,
+                 nn.modules.pooling._AvgPoolNd)
+# Modules whose output keeps the zeros of their input: what follows them must look for
+# dead units itself.
+TRANSPARENT = (nn.modules.dropout._DropoutNd, nn.Identity, nn.Flatten, nn.Unflatten,
+               nn.modules.pooling._MaxPoolNd, nn.modules.pooling._AvgPoolNd,
+               nn.modules.pooling._AdaptiveMaxPoolNd, nn.modules.pooling._AdaptiveAvgPoolNd)
 _F32 = torch.float32
 _LOW = (torch.float16, torch.bfloat16)
 
@@ -126,64 +131,52 @@ def _combine_max(prev, new):
     return torch.maximum(prev, new)
 
 
-def gather(layers: list, kinds: list, smooth_tail: float, min_grads: dict, extra: dict):
-    """Reduce the accumulators of `layers` (with their kinds) plus `extra` named tensors to
-    one flat float32 tensor, read once. Returns a dict with, per layer index i:
-    ("norm", i) -> list of per-call norms, ("units", i) -> count of inactive units,
-    ("inputs", i) -> count of all-zero input units, ("sat", i) -> count of saturated units,
-    and each extra name -> list of values."""
-    parts, slices, offset = [], {}, 0
-
-    def put(key, tensor):
-        nonlocal offset
-        if tensor.dim() != 1:
-            tensor = tensor.reshape(-1)
-        if tensor.dtype != _F32:
-            tensor = tensor.float()
-        if parts and tensor.device != parts[0].device:
-            tensor = tensor.to(parts[0].device)
-        parts.append(tensor)
-        slices[key] = slice(offset, offset + tensor.numel())
-        offset += tensor.numel()
-
-    norms = [(i, n) for i, acc in enumerate(layers) for n in acc.norms]
-    if norms:
-        put("norms", torch.stack([n for _, n in norms]))
-    # Inactive units (ReLU/smooth outputs, zero inputs): all layers in one comparison and
-    # one segmented sum over the concatenated per-unit vectors.
-    vecs = []
-    for i, acc in enumerate(layers):
+def gather(layers: list, kinds: list, smooth_tail: float, min_grads: dict, extra: list) -> tuple:
+    """Reduce the accumulators of `layers` (with their kinds) plus the 0-d tensors of `extra`
+    to one flat tensor, read once. Returns (per-layer numbers, extra values): per layer a
+    tuple (list of per-call norms, inactive units, all-zero input units, saturated units),
+    the counts None where not measured; `extra` values as one list, in order."""
+    scalars = [n for acc in layers for n in acc.norms]
+    n_norms = len(scalars)
+    vecs, tails, sat = [], [], []
+    for acc, kind in zip(layers, kinds):
         if acc.units is not None:
-            vecs.append((("units", i), acc.units, smooth_tail if kinds[i] == SMOOTH else 0.0))
+            vecs.append(acc.units)
+            tails.append(smooth_tail if kind == SMOOTH else 0.0)
         if acc.inputs is not None:
-            vecs.append((("inputs", i), acc.inputs, 0.0))
-    if vecs:
-        flat = torch.cat([v if v.dtype == _F32 else v.float() for _, v, _ in vecs])
-        tails = {t for _, _, t in vecs}
-        if len(tails) == 1:
-            inactive = flat <= tails.pop()
-        else:
-            limit = torch.cat([torch.full((v.numel(),), t, dtype=_F32, device=flat.device)
-                               for _, v, t in vecs])
-            inactive = flat <= limit
-        lengths = _lengths(tuple(v.numel() for _, v, _ in vecs), flat.device)
-        put("counts", torch.segment_reduce(inactive.to(_F32), "sum", lengths=lengths))
-        slices["counts_index"] = [key for key, _, _ in vecs]
-    sat = []
-    for i, acc in enumerate(layers):
+            vecs.append(acc.inputs)
+            tails.append(0.0)
         if acc.usum is not None:
             mean, meansq = acc.usum / acc.per_unit, acc.usq / acc.per_unit
-            deriv = (mean - meansq) / 0.25 if kinds[i] == SIGMOID else 1.0 - meansq
-            sat.append((i, (deriv < min_grads[kinds[i]]).sum()))
-    if sat:
-        put("sat", torch.stack([c for _, c in sat]))
-        slices["sat_index"] = [i for i, _ in sat]
-    for name, tensor in extra.items():
-        put(name, tensor)
+            deriv = (mean - meansq) / 0.25 if kind == SIGMOID else 1.0 - meansq
+            sat.append((deriv < min_grads[kind]).sum())
+    scalars += sat
+    scalars += extra
+    parts = [torch.stack(scalars)] if scalars else []
+    if vecs:
+        # Inactive units of every layer: one comparison, one segmented sum.
+        parts.append(_count_inactive(vecs, tails))
     if not parts:
-        return {}
-    values = torch.cat(parts).tolist()      # the step's one host read
-    return _unpack(values, slices, norms)
+        return [], []
+    if len(parts) == 2 and parts[0].device != parts[1].device:
+        parts[1] = parts[1].to(parts[0].device)
+    values = (parts[0] if len(parts) == 1 else torch.cat(parts)).tolist()   # the one read
+    return _unpack(values, layers, n_norms, len(sat), len(extra))
+
+
+def _count_inactive(vecs: list, tails: list) -> torch.Tensor:
+    """Per vector, how many entries are <= its tail: three ops for all layers at once."""
+    same_tail = len(set(tails)) == 1
+    if same_tail and len({v.shape for v in vecs}) == 1:        # layers of one width
+        return (torch.stack(vecs) <= tails[0]).sum(1)
+    flat = torch.cat(vecs)
+    if same_tail:
+        inactive = flat <= tails[0]
+    else:
+        inactive = flat <= torch.cat([torch.full((v.numel(),), t, dtype=flat.dtype,
+                                                 device=flat.device) for v, t in zip(vecs, tails)])
+    lengths = _lengths(tuple(v.numel() for v in vecs), flat.device)
+    return torch.segment_reduce(inactive.to(_F32), "sum", lengths=lengths)
 
 
 _LENGTHS: dict = {}
@@ -200,16 +193,19 @@ def _lengths(sizes: tuple, device) -> torch.Tensor:
     return t
 
 
-def _unpack(values, slices, norms) -> dict:
-    out: dict = {}
-    if "norms" in slices:
-        for (i, _), v in zip(norms, values[slices["norms"]]):
-            out.setdefault(("norm", i), []).append(v)
-    if "counts" in slices:
-        out.update(zip(slices["counts_index"], values[slices["counts"]]))
-    if "sat" in slices:
-        out.update((("sat", i), v) for i, v in zip(slices["sat_index"], values[slices["sat"]]))
-    for key, sl in slices.items():
-        if isinstance(key, str) and key.startswith("extra:"):
-            out[key] = values[sl]
-    return out
+def _unpack(values: list, layers: list, n_norms: int, n_sat: int, n_extra: int) -> tuple:
+    """Values come as [norms..., saturated counts..., extra..., inactive counts...]."""
+    n, sat, counts = 0, n_norms, n_norms + n_sat + n_extra
+    out = []
+    for acc in layers:
+        k = len(acc.norms)
+        norms, n = values[n:n + k], n + k
+        units = inputs = saturated = None
+        if acc.units is not None:
+            units, counts = values[counts], counts + 1
+        if acc.inputs is not None:
+            inputs, counts = values[counts], counts + 1
+        if acc.usum is not None:
+            saturated, sat = values[sat], sat + 1
+        out.append((norms, units, inputs, saturated))
+    return out, values[n_norms + n_sat:n_norms + n_sat + n_extra]

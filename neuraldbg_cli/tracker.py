@@ -31,6 +31,11 @@ class SignalTracker:
         self._count = 0
         self._stats: dict = {}
 
+    def settled(self, state: str) -> bool:
+        """True when `state` is the confirmed one and nothing is pending: update would do
+        nothing (lets the caller skip assembling evidence, at every step of every layer)."""
+        return state == self.state and self._candidate is None
+
     def update(self, step: int, state: str, stats: dict, urgent: bool = False) -> Transition | None:
         if state == self.state:
             self._candidate = None

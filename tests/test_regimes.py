@@ -90,3 +90,19 @@ def test_gradient_exploding_relative_to_own_history():
         h.add_gradient(0.01)
     assert grad(5.0, top=5.0, hist=h) == "exploding"
     assert grad(0.05, top=0.05, hist=h) == "healthy"
+
+
+def test_rolling_median_matches_the_obvious_reference():
+    import random
+    from statistics import median
+
+    from neuraldbg_cli.regimes import RollingMedian
+
+    rng = random.Random(0)
+    rm, window = RollingMedian(7), []
+    for _ in range(200):
+        v = rng.choice([rng.random(), 0.5, 1.0])       # duplicates too
+        rm.append(v)
+        window = (window + [v])[-7:]
+        assert len(rm) == len(window)
+        assert rm.median() == median(window)
