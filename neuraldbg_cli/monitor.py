@@ -159,8 +159,10 @@ class Monitor:
         self._depth += 1
 
     def _hook(self, module, args, output):
-        if not torch.compiler.is_compiling():
-            self._depth = max(self._depth - 1, 0)
+        eager = not torch.compiler.is_compiling()
+        if eager:
+            if self._depth > 0:
+                self._depth -= 1
             if self._depth == 0 and self._is_root(module):
                 self._outermost_return(output)
         if not self.active or not torch.is_grad_enabled() or not module.training:
@@ -171,12 +173,14 @@ class Monitor:
         if rec.skip or not rec.leaf:
             return
         try:
-            y = first_tensor(output)
+            if isinstance(output, torch.Tensor):        # the common case, without a call
+                y = output if output.is_floating_point() and output.numel() else None
+            else:
+                y = first_tensor(output)
             if y is None:
                 return
             acc = rec.acc
             acc.add_output(y, rec.kind, rec.channel_first)
-            eager = not torch.compiler.is_compiling()
             if rec.kind == PARAM and args:
                 x = args[0]
                 # Data straight from the loader does not require grad: its zero features

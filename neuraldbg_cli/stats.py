@@ -99,8 +99,12 @@ class Accumulator:
         self.inputs = None     # per-unit max |input| (Linear/conv)
 
     def add_output(self, y: torch.Tensor, kind: str, channel_first: bool) -> None:
-        y = y.detach()
-        dims = unit_dims(y, channel_first) if kind != OTHER and kind != PARAM else None
+        y = y.detach()      # reductions must not grow the autograd graph
+        if kind == OTHER or kind == PARAM:
+            self.norms.append(torch.linalg.vector_norm(y) if y.dtype == _F32 else norm32(y))
+            self.numel += y.numel()
+            return
+        dims = unit_dims(y, channel_first)
         if dims is not None and kind in (SIGMOID, TANH):
             s = y.sum(dims, dtype=_F32)
             q = norm32(y, 2, dims).square()

@@ -1,0 +1,143 @@
+"""Trace-schema lines of the contract, checked in-process: layer names, first observations,
+the (input) pseudo-layer, learning-rate events, functional activations, steps."""
+import json
+from pathlib import Path
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from neuraldbg_cli import NeuralDbg
+
+
+def events(path):
+    return [json.loads(line) for line in Path(path).read_text().splitlines()]
+
+
+def train(model, x, y, steps, opt, before_step=None):
+    for step in range(steps):
+        if before_step:
+            before_step(step)
+        loss = F.mse_loss(model(x), y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+
+
+def test_layer_names_are_qualified_names_in_the_outermost_module(tmp_path):
+    torch.manual_seed(0)
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.encoder = nn.Sequential(nn.Linear(4, 8), nn.ReLU())
+            self.head = nn.Linear(8, 1)
+
+        def forward(self, x):
+            return self.head(self.encoder(x))
+
+    net = Net()
+    opt = torch.optim.SGD(net.parameters(), lr=0.01)
+    with NeuralDbg(trace=str(tmp_path / "t.jsonl")):
+        net.encoder(torch.randn(2, 4)).sum().backward()     # a submodule called on its own first
+        train(net, torch.randn(8, 4), torch.randn(8, 1), 3, opt)
+    evs = events(tmp_path / "t.jsonl")
+    layers = {e["layer"] for e in evs if e["event"] == "transition"}
+    assert {"encoder.0", "encoder.1", "head", "(input)"} <= layers
+    assert not {"0", "1"} & layers
+
+
+def test_a_bare_module_is_the_root(tmp_path):
+    lin = nn.Linear(3, 2)
+    opt = torch.optim.SGD(lin.parameters(), lr=0.01)
+    with NeuralDbg(trace=str(tmp_path / "t.jsonl")):
+        train(lin, torch.randn(4, 3), torch.randn(4, 2), 2, opt)
+    evs = [e for e in events(tmp_path / "t.jsonl") if e["event"] == "transition"]
+    assert {(e["layer"], e["signal"], e["from"], e["to"]) for e in evs} == {
+        ("(root)", "activation", None, "normal"), ("(root)", "gradient", None, "healthy"),
+        ("(input)", "activation", None, "normal")}
+    assert all(e["step"] == 0 for e in evs)
+
+
+def test_two_models_get_distinct_names(tmp_path):
+    torch.manual_seed(0)
+    gen = nn.Sequential(nn.Linear(2, 4), nn.ReLU(), nn.Linear(4, 2))
+
+    class Critic(nn.Sequential):
+        pass
+
+    critic = Critic(nn.Linear(2, 4), nn.ReLU(), nn.Linear(4, 1))
+    opt = torch.optim.SGD([*gen.parameters(), *critic.parameters()], lr=0.01)
+    with NeuralDbg(trace=str(tmp_path / "t.jsonl")):
+        for _ in range(3):
+            loss = critic(gen(torch.randn(8, 2))).mean()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+    evs = events(tmp_path / "t.jsonl")
+    layers = {e["layer"] for e in evs if e["event"] == "transition"}
+    assert {"0", "1", "2", "Critic.0", "Critic.1", "Critic.2"} <= layers
+    assert [e["root"] for e in evs if e["event"] == "model"] == ["Sequential", "Critic"]
+
+
+def test_learning_rate_changes_are_recorded_at_the_step_that_used_them(tmp_path):
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 1))
+    opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: 1.0 if s < 5 else 1.02 ** (s - 5))
+
+    def before(step):
+        if step == 10:
+            for g in opt.param_groups:
+                g["lr"] = 0.5
+
+    with NeuralDbg(trace=str(tmp_path / "t.jsonl")):
+        x, y = torch.randn(16, 4), torch.randn(16, 1)
+        for step in range(14):
+            before(step)
+            loss = F.mse_loss(model(x), y)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            sched.step()
+    hp = [e for e in events(tmp_path / "t.jsonl") if e["event"] == "hparams"]
+    assert hp[0]["step"] == 0 and hp[0]["lr"] == [0.01] and hp[0]["momentum"] == 0.9
+    jump = [e for e in hp if e["step"] == 10]
+    assert jump and jump[0]["lr"] == [0.5] and jump[0]["previous_lr"] is not None
+    assert len(hp) <= 4, "small schedule moves (2% a step) are not written every step"
+
+
+def test_functional_relu_dead_is_caught_on_the_next_layer(tmp_path):
+    torch.manual_seed(0)
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc1, self.fc2, self.fc3 = nn.Linear(6, 32), nn.Linear(32, 32), nn.Linear(32, 1)
+            with torch.no_grad():
+                self.fc2.bias.fill_(-30.0)
+
+        def forward(self, x):
+            return self.fc3(F.relu(self.fc2(F.relu(self.fc1(x)))))
+
+    net = Net()
+    opt = torch.optim.SGD(net.parameters(), lr=0.01)
+    with NeuralDbg(net, trace=str(tmp_path / "t.jsonl")) as dbg:
+        train(net, torch.randn(16, 6), torch.randn(16, 1), 4, opt)
+    dead = [(e["layer"], e["step"], e["stats"].get("observed")) for e in dbg.failures(("dead",))]
+    assert dead == [("fc3", 0, "input")]
+    assert dbg.steps == 4
+
+
+def test_outputs_of_layers_after_eval_passes_do_not_count(tmp_path):
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 1))
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    with NeuralDbg(model, trace=str(tmp_path / "t.jsonl")) as dbg:
+        for _ in range(3):
+            train(model, torch.randn(8, 4), torch.randn(8, 1), 1, opt)
+            model.eval()
+            with torch.no_grad():
+                model(torch.full((8, 4), float("nan")))      # would be nonfinite if counted
+            model.train()
+    assert dbg.steps == 3 and dbg.failures() == []
