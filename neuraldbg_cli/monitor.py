@@ -10,6 +10,7 @@ from __future__ import annotations
 import gc
 import math
 import sys
+import warnings
 import weakref
 
 import torch
@@ -26,6 +27,7 @@ from .thresholds import Thresholds
 from .tracker import SignalTracker
 
 _PURGE_EVERY = 256        # steps between sweeps of modules that no longer exist
+_COMPILE_HOOK_WARNING = r"Using `torch.compile\(module\)` when there are global hooks"
 
 
 class Skipped:
@@ -88,6 +90,7 @@ class Monitor:
         self._last_leaf = None                # eager only: (rec, output) of the last leaf call
         self._handles: list = []
         self._orig_opt_init = None
+        self._warning_filter = None
         self.active = False
 
     # ---- lifecycle -------------------------------------------------------------------
@@ -111,6 +114,10 @@ class Monitor:
             monitor._optimizer_created()
             orig(opt, *args, **kwargs)
         Optimizer.__init__ = init
+        # torch warns, on the user's stderr, that global hooks also fire for the wrapper of
+        # torch.compile(model): these hooks are neuraldbg's and skip that wrapper.
+        warnings.filterwarnings("ignore", message=_COMPILE_HOOK_WARNING, category=UserWarning)
+        self._warning_filter = warnings.filters[0]
         self.active = True
 
     def _optimizer_created(self) -> None:
@@ -128,6 +135,9 @@ class Monitor:
         if self._orig_opt_init is not None:
             Optimizer.__init__ = self._orig_opt_init
             self._orig_opt_init = None
+        if self._warning_filter in warnings.filters:
+            warnings.filters.remove(self._warning_filter)
+            getattr(warnings, "_filters_mutated", lambda: None)()   # drop cached verdicts
         self.active = False
 
     def close(self, completed: bool = True) -> None:
