@@ -70,7 +70,6 @@ class Monitor:
         self.warn = warn or (lambda msg: print(f"neuraldbg: {msg}", file=sys.stderr))
         self.step = 0                         # index of the step being observed
         self.steps = 0                        # completed steps
-        self.states_seen: set = set()         # unhealthy states confirmed during the run
         self._recs: dict = {}                 # id(module) -> LayerRec | Skipped
         self._names: dict = {}                # id(module) -> layer name
         self._roots: dict = {}                # id(outermost module) -> weakref
@@ -440,8 +439,6 @@ class Monitor:
                 self._write_transition(rec, "gradient", t)
 
     def _write_transition(self, rec: LayerRec, signal: str, t) -> None:
-        if t.state not in ("normal", "healthy"):
-            self.states_seen.add(t.state)
         self.emit({"event": "transition", "step": t.step, "layer": self.name_of(rec),
                    "module_type": rec.module_type, "kind": rec.kind, "signal": signal,
                    "from": t.previous, "to": t.state, "stats": _rounded(t.stats)})

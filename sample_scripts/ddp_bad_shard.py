@@ -10,7 +10,6 @@ and so activations, turn non-finite from the next step on. Without --bad-step < 
 healthy.
 """
 import argparse
-import os
 
 import torch
 import torch.distributed as dist

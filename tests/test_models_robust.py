@@ -10,7 +10,6 @@ import collections
 import dataclasses
 import importlib
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
