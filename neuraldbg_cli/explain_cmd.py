@@ -33,5 +33,8 @@ def console_for_stdout(theme):
     from rich.console import Console
 
     plain = bool(os.environ.get("NO_COLOR")) or not sys.stdout.isatty()
+    # Piped into a file or a CI log there is no terminal width: 100 columns keeps each
+    # hypothesis's head line whole (COLUMNS still wins when set).
+    width = None if sys.stdout.isatty() or os.environ.get("COLUMNS") else 100
     return Console(theme=theme, highlight=False, emoji=False, markup=False,
-                   color_system=None if plain else "auto")
+                   color_system=None if plain else "auto", width=width)
