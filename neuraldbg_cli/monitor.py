@@ -164,24 +164,28 @@ class Monitor:
         if torch.compiler.is_compiling():
             return
         if self._depth == 0 and self.active:
-            self._outermost_call(module, args)
+            try:
+                self._outermost_call(module, args)
+            except Exception as e:  # noqa: BLE001 - a monitor fault must not end the run
+                self._fault(f"outermost call of {type(module).__name__} not observed", e)
         self._depth += 1
 
     def _hook(self, module, args, output):
         eager = not torch.compiler.is_compiling()
-        if eager:
-            if self._depth > 0:
-                self._depth -= 1
-            if self._depth == 0 and self._is_root(module):
-                self._outermost_return(output)
-        if not self.active or not torch.is_grad_enabled() or not module.training:
-            return
-        rec = self._recs.get(id(module))
-        if rec is None or rec.ref() is not module:     # new, or an id reused by a new module
-            rec = self._register(module)
-        if rec.skip or not rec.leaf:
-            return
-        try:
+        rec = None
+        try:    # a monitor fault must not end the user's run (try costs nothing until raised)
+            if eager:
+                if self._depth > 0:
+                    self._depth -= 1
+                if self._depth == 0 and self._is_root(module):
+                    self._outermost_return(output)
+            if not self.active or not torch.is_grad_enabled() or not module.training:
+                return
+            rec = self._recs.get(id(module))
+            if rec is None or rec.ref() is not module:  # new, or an id reused by a new module
+                rec = self._register(module)
+            if rec.skip or not rec.leaf:
+                return
             if isinstance(output, torch.Tensor):        # the common case, without a call
                 y = output if output.is_floating_point() and output.numel() else None
             else:
@@ -205,8 +209,12 @@ class Monitor:
             if not rec.touched:
                 rec.touched = True
                 self._touched.append(rec)
-        except Exception as e:  # noqa: BLE001 - a monitor fault must not end the user's run
-            self._disable(module, rec, e)
+        except Exception as e:  # noqa: BLE001
+            if rec is None or rec.skip:
+                self._skip(module)
+                self._fault(f"monitoring of a {type(module).__name__} switched off", e)
+            else:
+                self._disable(module, rec, e)
 
     def _outermost_return(self, output) -> None:
         last = self._last_leaf
