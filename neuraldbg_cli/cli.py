@@ -153,7 +153,9 @@ def _summary(session) -> None:
         print(f"neuraldbg: {steps} steps, no failure detected; trace: {session.path}",
               file=sys.stderr)
         return
-    first = min(failures, key=lambda t: t["step"])
+    # An anomalous shift is often only the precursor: name the first lasting kind of failure.
+    lasting = [t for t in failures if t["to"] != "anomalous"] or failures
+    first = min(lasting, key=lambda t: t["step"])
     layers = len({t["layer"] for t in failures})
     print(f"neuraldbg: {steps} steps, {len(failures)} failure transitions in {layers} layers; "
           f"first: {first['layer']} {first['signal']} {first['to']} at step {first['step']}. "
