@@ -86,6 +86,8 @@ class Monitor:
         self._input.fallback_name = naming.INPUT
         self._unnamed = 0
         self._grads_off = False
+        self._unnamed_seen = False            # a layer seen outside any known outermost call
+        self._scanned = False
         self._last_leaf = None                # eager only: (rec, output) of the last leaf call
         self._handles: list = []
         self._orig_opt_init = None
@@ -291,6 +293,8 @@ class Monitor:
             return self._skip(module)
         rec = LayerRec(module, kind_of(module) if leaf else OTHER, leaf, self.th)
         self._recs[id(module)] = rec
+        if id(module) not in self._names:
+            self._unnamed_seen = True
         for p in module.parameters(recurse=False):
             self._owners.setdefault(id(p), rec)
         return rec
@@ -307,6 +311,18 @@ class Monitor:
         """Forget modules that were garbage-collected (e.g. created anew in each forward)."""
         self._recs = {k: r for k, r in self._recs.items() if r.ref() is not None}
         self._roots = {k: r for k, r in self._roots.items() if r() is not None}
+
+    def _find_compiled_roots(self) -> None:
+        """A model compiled in place (model.compile()) runs even its own hooks inside the
+        compiled code, where no outermost call can be seen: find such models once, by a
+        scan of the live objects, to name their layers."""
+        self._scanned = True
+        compiled = [o for o in gc.get_objects() if issubclass(type(o), nn.Module)
+                    and getattr(o, "_compiled_call_impl", None) is not None]
+        inner = {id(m) for c in compiled for m in c.modules() if m is not c}
+        for root in compiled:
+            if id(root) not in inner:
+                self._add_root_safely(root)
 
     def _add_root_safely(self, root) -> None:
         try:
@@ -375,6 +391,8 @@ class Monitor:
     # ---- step end: classify and write ---------------------------------------------------
     def end_step(self, complete: bool = True) -> None:
         self._pending_end = False
+        if self._unnamed_seen and not self._scanned:
+            self._find_compiled_roots()
         recs, self._touched = self._touched, []
         grads, self._grads = self._grads, []
         # A layer right after an activation module reads that module's output: its input

@@ -141,3 +141,26 @@ def test_outputs_of_layers_after_eval_passes_do_not_count(tmp_path):
                 model(torch.full((8, 4), float("nan")))      # would be nonfinite if counted
             model.train()
     assert dbg.steps == 3 and dbg.failures() == []
+
+
+def test_model_compiled_in_place_is_named_and_observed(tmp_path):
+    """model.compile() runs even the outermost hooks inside compiled code."""
+    torch.manual_seed(0)
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc1, self.act, self.fc2 = nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 1)
+            with torch.no_grad():
+                self.fc1.bias.fill_(-50.0)
+
+        def forward(self, x):
+            return self.fc2(self.act(self.fc1(x)))
+
+    net = Net()
+    net.compile()
+    opt = torch.optim.SGD(net.parameters(), lr=0.01)
+    with NeuralDbg(trace=str(tmp_path / "t.jsonl")) as dbg:
+        train(net, torch.randn(16, 8), torch.randn(16, 1), 3, opt)
+    assert [(e["layer"], e["step"], e["from"]) for e in dbg.failures(("dead",))] == [("act", 0, None)]
+    assert ("fc1", "vanishing") in {(e["layer"], e["to"]) for e in dbg.failures()}
