@@ -12,10 +12,14 @@ class NeuralDbg:
     model: observe only this module (and name layers from it); None observes every module.
     thresholds: a Thresholds, a path to a YAML file, or None for the defaults.
     fail_on: states for `dbg.failed` (e.g. "dead,nonfinite"); default from the thresholds.
+    every: observe every N-th step only (default 1: every step).
     """
 
     def __init__(self, model=None, trace: str = "neuraldbg-trace.jsonl", thresholds=None,
-                 fail_on: str | None = None, quiet: bool = True):
+                 fail_on: str | None = None, quiet: bool = True, every: int = 1):
+        if not isinstance(every, int) or every < 1:
+            raise ValueError(f"every must be a positive integer, got {every!r}")
+        self.every = every
         self.thresholds = thresholds if isinstance(thresholds, Thresholds) else load_thresholds(thresholds)
         self.fail_on = self.thresholds.fail_on if fail_on is None else parse_states(fail_on)
         self.model = model
@@ -28,7 +32,7 @@ class NeuralDbg:
 
         argv = list(sys.argv)
         self.session = Session(self.trace, self.thresholds, script=argv[0] if argv else "",
-                               argv=argv, model=self.model, quiet=self.quiet)
+                               argv=argv, model=self.model, quiet=self.quiet, every=self.every)
         self.session.start(existing_optimizers=True)
         return self
 

@@ -61,6 +61,9 @@ def run(
     fail_on: Optional[str] = typer.Option(None, "--fail-on", metavar="STATES",
                                           help="comma list of states that fail the run with "
                                                "exit 3, e.g. dead,nonfinite; none disables"),
+    every: int = typer.Option(1, "--every", metavar="N", min=1,
+                              help="observe every N-th step only (default 1: all); cheaper "
+                                   "for tiny models, but a state must then last N times longer"),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="no summary on stderr"),
 ) -> None:
     from . import runner
@@ -74,14 +77,15 @@ def run(
     gate = _fail_on(fail_on, th)
     check_writable(trace_path_for(trace))
     target = runner.module_target(script) if module else runner.script_target(script)
-    raise typer.Exit(_observe(target, list(ctx.args), trace, th, gate, quiet))
+    raise typer.Exit(_observe(target, list(ctx.args), trace, th, gate, quiet, every))
 
 
-def _observe(target, args, trace, th, gate, quiet) -> int:
+def _observe(target, args, trace, th, gate, quiet, every) -> int:
     from . import runner
     from .session import Session
 
-    session = Session(trace, th, script=target.argv0, argv=[target.argv0, *args], quiet=quiet)
+    session = Session(trace, th, script=target.argv0, argv=[target.argv0, *args], quiet=quiet,
+                      every=every)
     previous = signal.getsignal(signal.SIGTERM)
     if previous is signal.SIG_DFL:
         signal.signal(signal.SIGTERM, _raise_terminated)

@@ -32,7 +32,7 @@ class Session:
     a `finally`, so a crash or an interrupt still closes the trace."""
 
     def __init__(self, trace: str, thresholds: Thresholds, *, script: str, argv: list,
-                 model=None, quiet: bool = False):
+                 model=None, quiet: bool = False, every: int = 1):
         import torch
 
         from .monitor import Monitor
@@ -46,10 +46,10 @@ class Session:
         self.writer.write({
             "event": "run_start", "schema": SCHEMA, "version": __version__, "script": script,
             "argv": list(argv), "torch": torch.__version__, "thresholds": thresholds.to_dict(),
-            "rank": self.rank, "world_size": self.world_size, "pid": os.getpid(),
+            "rank": self.rank, "world_size": self.world_size, "every": every, "pid": os.getpid(),
             "run_id": os.environ.get("TORCHELASTIC_RUN_ID"), "time": _now()})
         self.writer.flush()
-        self.monitor = Monitor(thresholds, self._emit, model=model, warn=self.warn)
+        self.monitor = Monitor(thresholds, self._emit, model=model, warn=self.warn, every=every)
         self._finished = False
 
     def warn(self, msg: str) -> None:

@@ -164,3 +164,45 @@ def test_model_compiled_in_place_is_named_and_observed(tmp_path):
         train(net, torch.randn(16, 8), torch.randn(16, 1), 3, opt)
     assert [(e["layer"], e["step"], e["from"]) for e in dbg.failures(("dead",))] == [("act", 0, None)]
     assert ("fc1", "vanishing") in {(e["layer"], e["to"]) for e in dbg.failures()}
+
+
+def test_every_nth_step_observes_only_those_steps(tmp_path):
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(4, 16), nn.ReLU(), nn.Linear(16, 1))
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    x, y = torch.randn(16, 4), torch.randn(16, 1)
+
+    def before(step):
+        if step == 7:
+            with torch.no_grad():
+                model[0].bias.fill_(-100.0)         # the ReLU dies from step 7 on
+
+    with NeuralDbg(trace=str(tmp_path / "t.jsonl"), every=3) as dbg:
+        train(model, x, y, 20, opt, before)
+    evs = events(tmp_path / "t.jsonl")
+    assert evs[0]["every"] == 3 and dbg.steps == 20
+    assert all(e["step"] % 3 == 0 for e in evs if e["event"] == "transition")
+    assert [(e["layer"], e["step"]) for e in dbg.failures(("dead",))] == [("1", 9)]
+
+
+def test_every_must_be_positive():
+    import pytest
+
+    with pytest.raises(ValueError):
+        NeuralDbg(every=0)
+
+
+def test_every_option_of_run(tmp_path):
+    import subprocess
+    import sys
+
+    script = tmp_path / "s.py"
+    script.write_text("import torch\nm = torch.nn.Linear(2, 1)\nopt = torch.optim.SGD(m.parameters(), lr=0.1)\n"
+                      "for _ in range(5):\n    m(torch.randn(3, 2)).sum().backward(); opt.step(); opt.zero_grad()\n")
+    run = [sys.executable, "-m", "neuraldbg_cli", "run", "--trace", str(tmp_path / "t.jsonl")]
+    bad = subprocess.run(run[:-2] + ["--every", "0", str(script)], capture_output=True, text=True)
+    assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1 and "--every" in bad.stderr
+    ok = subprocess.run(run + ["--every", "2", str(script)], capture_output=True, text=True)
+    assert ok.returncode == 0, ok.stderr
+    evs = events(tmp_path / "t.jsonl")
+    assert evs[0]["every"] == 2 and evs[-1]["steps"] == 5
