@@ -202,7 +202,7 @@ class Monitor:
             if y is None:
                 return
             acc = rec.acc
-            acc.add_output(y, rec.kind, rec.channel_first)
+            acc.add_output(y, rec.kind, rec.channel_first, eager)
             if rec.kind == PARAM and args:
                 x = args[0]
                 # Data straight from the loader does not require grad: its zero features
@@ -258,7 +258,7 @@ class Monitor:
         x = first_tensor(args) if self._observing else None
         if x is not None and not self._input.skip:
             try:
-                self._input.acc.add_norm_only(x)
+                self._input.acc.add_norm_only(x, defer=True)
             except Exception as e:  # noqa: BLE001
                 self._input.skip = True
                 self._disable(None, self._input, e)
@@ -275,7 +275,9 @@ class Monitor:
             try:
                 self._optim.record_hparams(opt, self.step)
                 if not self._grads_off and self._observing:
-                    norms = self._optim.grad_norms(opt, self._owners)
+                    # The pacing optimizer's step ends the step right here: its gradients
+                    # can be normed with everything else, in the step end's one call.
+                    norms = self._optim.grad_norms(opt, self._owners, raw=paces)
                     if norms is not None:
                         self._grads.append(norms)
             except Exception as e:  # noqa: BLE001 - a monitor fault must not end the run

@@ -59,10 +59,11 @@ class OptimizerWatch:
                     event[k] = list(v) if isinstance(v, tuple) else v
         self.emit(event)
 
-    def grad_norms(self, opt, owners: dict):
+    def grad_norms(self, opt, owners: dict, raw: bool = False):
         """([gradient norms as 0-d device tensors], [the layer record of each]) for the
         parameters of `opt` that have a gradient and belong to an observed layer; the norms
-        of a layer's parameters are combined on the host, after the step's one read."""
+        of a layer's parameters are combined on the host, after the step's one read.
+        raw: dense float32 gradients are returned as they are, for the caller to norm (now)."""
         params = [p for g in opt.param_groups for p in g["params"] if p.grad is not None]
         key = tuple(map(id, params))
         cached = self._cache.get(id(opt))
@@ -73,6 +74,8 @@ class OptimizerWatch:
             return None
         grads = [params[i].grad for i in keep]
         grads = [g.coalesce()._values() if g.is_sparse else g for g in grads]
+        if raw and all(g.dtype == torch.float32 for g in grads):
+            return grads, recs
         if any(g.dtype == torch.float64 for g in grads):
             norms = [n.float() for n in torch._foreach_norm(grads, 2)]
         else:   # half-precision sums of squares would overflow

@@ -80,17 +80,28 @@ def first_tensor(value):
     return None
 
 
+DEFER_MAX = 1 << 14     # elements: outputs this small are normed at the step end, in one call
+
+
 class Accumulator:
     """One layer's numbers for the current step; several calls (gradient accumulation,
-    weight tying) combine: unit maxima by max, sums by addition."""
+    weight tying) combine: unit maxima by max, sums by addition.
 
-    __slots__ = ("norms", "numel", "units", "usum", "usq", "per_unit", "inputs")
+    `norms` holds 0-d norms, or, for small float32 outputs seen in eager mode, the (detached)
+    outputs themselves: the step end norms them all in one `_foreach_norm`, which for a model
+    of small layers costs less than one op per layer call. Should such an output be changed
+    in place before the step ends (an in-place ReLU after it), its version counter tells, and
+    that layer is normed at once from then on."""
+
+    __slots__ = ("norms", "numel", "units", "usum", "usq", "per_unit", "inputs", "watch", "defer_ok")
 
     def __init__(self):
+        self.defer_ok = True
         self.reset()
 
     def reset(self):
         self.norms = []
+        self.watch = []        # (deferred output, its version when seen)
         self.numel = 0
         self.units = None      # per-unit max (ReLU/smooth kinds)
         self.usum = None       # per-unit sum (sigmoid/tanh)
@@ -98,10 +109,16 @@ class Accumulator:
         self.per_unit = 0      # values per unit behind usum/usq
         self.inputs = None     # per-unit max |input| (Linear/conv)
 
-    def add_output(self, y: torch.Tensor, kind: str, channel_first: bool) -> None:
+    def _norm(self, y: torch.Tensor, defer: bool):
+        if defer and self.defer_ok and y.dtype == _F32 and y.numel() <= DEFER_MAX:
+            self.watch.append((y, y._version))
+            return y
+        return norm32(y)
+
+    def add_output(self, y: torch.Tensor, kind: str, channel_first: bool, defer: bool = False) -> None:
         y = y.detach()      # reductions must not grow the autograd graph
         if kind == OTHER or kind == PARAM:
-            self.norms.append(torch.linalg.vector_norm(y) if y.dtype == _F32 else norm32(y))
+            self.norms.append(self._norm(y, defer))
             self.numel += y.numel()
             return
         dims = unit_dims(y, channel_first)
@@ -116,7 +133,7 @@ class Accumulator:
         else:
             if dims is not None:
                 self.units = _combine_max(self.units, y.amax(dims))
-            self.norms.append(norm32(y))
+            self.norms.append(self._norm(y, defer))
         self.numel += y.numel()
 
     def add_input(self, x: torch.Tensor, channel_first: bool) -> None:
@@ -124,8 +141,8 @@ class Accumulator:
         if dims is not None:
             self.inputs = _combine_max(self.inputs, norm32(x.detach(), float("inf"), dims))
 
-    def add_norm_only(self, x: torch.Tensor) -> None:
-        self.norms.append(norm32(x.detach()))
+    def add_norm_only(self, x: torch.Tensor, defer: bool = False) -> None:
+        self.norms.append(self._norm(x.detach(), defer))
         self.numel += x.numel()
 
 
@@ -136,12 +153,24 @@ def _combine_max(prev, new):
 
 
 def gather(layers: list, kinds: list, smooth_tail: float, min_grads: dict, extra: list) -> tuple:
-    """Reduce the accumulators of `layers` (with their kinds) plus the 0-d tensors of `extra`
-    to one flat tensor, read once. Returns (per-layer numbers, extra values): per layer a
-    tuple (list of per-call norms, inactive units, all-zero input units, saturated units),
-    the counts None where not measured; `extra` values as one list, in order."""
+    """Reduce the accumulators of `layers` (with their kinds) plus `extra` (0-d norms, or
+    float32 tensors to take the norm of) to one flat tensor, read once. Returns (per-layer
+    numbers, extra values): per layer a tuple (list of per-call norms, inactive units,
+    all-zero input units, saturated units), the counts None where not measured; the norms of
+    `extra` as one list, in order."""
     scalars = [n for acc in layers for n in acc.norms]
     n_norms = len(scalars)
+    scalars += extra
+    deferred = False
+    for acc in layers:
+        for t, version in acc.watch:
+            deferred = True
+            if t._version != version:
+                acc.defer_ok = False
+    if deferred or any(t.dim() for t in extra):
+        scalars = list(torch._foreach_norm(scalars))
+        home = scalars[0].device
+        scalars = [t if t.device == home else t.to(home) for t in scalars]
     vecs, tails, sat = [], [], []
     for acc, kind in zip(layers, kinds):
         if acc.units is not None:
@@ -155,7 +184,6 @@ def gather(layers: list, kinds: list, smooth_tail: float, min_grads: dict, extra
             deriv = (mean - meansq) / 0.25 if kind == SIGMOID else 1.0 - meansq
             sat.append((deriv < min_grads[kind]).sum())
     scalars += sat
-    scalars += extra
     parts = [torch.stack(scalars)] if scalars else []
     if vecs:
         # Inactive units of every layer: one comparison, one segmented sum.
@@ -165,7 +193,7 @@ def gather(layers: list, kinds: list, smooth_tail: float, min_grads: dict, extra
     if len(parts) == 2 and parts[0].device != parts[1].device:
         parts[1] = parts[1].to(parts[0].device)
     values = (parts[0] if len(parts) == 1 else torch.cat(parts)).tolist()   # the one read
-    return _unpack(values, layers, n_norms, len(sat), len(extra))
+    return _unpack(values, layers, n_norms, len(extra), len(sat))
 
 
 def _count_inactive(vecs: list, tails: list) -> torch.Tensor:
@@ -197,9 +225,9 @@ def _lengths(sizes: tuple, device) -> torch.Tensor:
     return t
 
 
-def _unpack(values: list, layers: list, n_norms: int, n_sat: int, n_extra: int) -> tuple:
-    """Values come as [norms..., saturated counts..., extra..., inactive counts...]."""
-    n, sat, counts = 0, n_norms, n_norms + n_sat + n_extra
+def _unpack(values: list, layers: list, n_norms: int, n_extra: int, n_sat: int) -> tuple:
+    """Values come as [norms..., extra..., saturated counts..., inactive counts...]."""
+    n, sat, counts = 0, n_norms + n_extra, n_norms + n_extra + n_sat
     out = []
     for acc in layers:
         k = len(acc.norms)
@@ -212,4 +240,4 @@ def _unpack(values: list, layers: list, n_norms: int, n_sat: int, n_extra: int) 
         if acc.usum is not None:
             saturated, sat = values[sat], sat + 1
         out.append((norms, units, inputs, saturated))
-    return out, values[n_norms + n_sat:n_norms + n_sat + n_extra]
+    return out, values[n_norms:n_norms + n_extra]

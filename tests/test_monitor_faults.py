@@ -74,11 +74,11 @@ def test_fault_in_one_layer_type_switches_off_that_layer_only(tmp_path, capsys, 
     original = stats_mod.Accumulator.add_output
     calls = {"tanh": 0}
 
-    def faulty(self, y, kind, channel_first):
+    def faulty(self, y, kind, channel_first, *rest):
         if kind == "tanh":
             calls["tanh"] += 1
             raise RuntimeError("injected fault")
-        return original(self, y, kind, channel_first)
+        return original(self, y, kind, channel_first, *rest)
 
     monkeypatch.setattr(stats_mod.Accumulator, "add_output", faulty)
     model, x, y = model_and_data()
@@ -159,7 +159,7 @@ def test_fault_in_step_reduction_does_not_end_training(tmp_path, capsys, monkeyp
 
 def test_fault_in_input_norm_warns_once(tmp_path, capsys, monkeypatch):
     """The pseudo-layer (input) fails at every step: one warning, not one per step."""
-    def faulty(self, x):
+    def faulty(self, x, *rest, **kwargs):
         raise RuntimeError("input norm fault")
 
     monkeypatch.setattr(stats_mod.Accumulator, "add_norm_only", faulty)

@@ -122,3 +122,27 @@ def test_kinds_units_and_outputs():
     assert first_tensor({"logits": t}) is t
     assert first_tensor(torch.empty(0)) is None
     assert first_tensor(None) is None
+
+
+def test_small_outputs_normed_at_step_end_equal_immediate_norms():
+    torch.manual_seed(0)
+    y = torch.randn(8, 16)
+    now, later = Accumulator(), Accumulator()
+    now.add_output(y, PARAM, False)
+    later.add_output(y, PARAM, False, defer=True)
+    assert later.watch and not now.watch
+    grad = torch.randn(16, 4)
+    a, b = run([now], [PARAM], extra=[torch.linalg.vector_norm(grad)]), run([later], [PARAM], extra=[grad])
+    assert a[("norm", 0)] == pytest.approx(b[("norm", 0)]) and a["extra"] == pytest.approx(b["extra"])
+
+
+def test_output_changed_in_place_before_the_step_end_stops_deferral():
+    y = torch.randn(8, 16)
+    acc = Accumulator()
+    acc.add_output(y, PARAM, False, defer=True)
+    y.relu_()                              # e.g. nn.ReLU(inplace=True) after this layer
+    run([acc], [PARAM])
+    assert acc.defer_ok is False
+    acc.reset()
+    acc.add_output(torch.randn(8, 16), PARAM, False, defer=True)
+    assert acc.watch == [] and acc.norms[0].dim() == 0, "normed at once from then on"
