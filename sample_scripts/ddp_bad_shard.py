@@ -42,6 +42,7 @@ def main():
         opt.step()
     if rank == 0:
         print(f"final loss {loss.item():.4f}")
+    dist.barrier()      # both ranks done before teardown: gloo can abort if one leaves early
     dist.destroy_process_group()
 
 
