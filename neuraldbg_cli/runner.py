@@ -1,8 +1,8 @@
 """Run a script or module as `__main__`, in this process, the way `python` does.
 
-Knows nothing of torch. Sets sys.argv, sys.path[0], a real `__main__` module object (also
-registered as `__mp_main__`, so classes defined in the script pickle to and from spawn and
-forkserver workers) and restores all of it afterwards.
+Knows nothing of torch. Sets sys.argv, sys.path[0] (both restored afterwards) and a real
+`__main__` module object (also registered as `__mp_main__`, so classes defined in the script
+pickle to and from spawn and forkserver workers), which stays, as under python.
 """
 from __future__ import annotations
 
@@ -98,18 +98,18 @@ def run(target: Target, args: list) -> None:
     main.__spec__ = target.spec
     if target.spec is not None:
         main.__package__ = target.spec.parent
-    saved = (sys.argv, sys.path[:], sys.modules.get("__main__"), sys.modules.get("__mp_main__"))
+    saved = (sys.argv, sys.path[:])
     sys.argv = [target.argv0, *args]
     sys.path.insert(0, target.path0)
+    # As under python, the script stays the process's __main__ until the process exits:
+    # atexit handlers, worker finalizers and teardown code may still look it up (dropping it
+    # early made gloo's teardown abort now and then).
     sys.modules["__main__"] = main
     sys.modules["__mp_main__"] = main
     try:
         exec(target.code, main.__dict__)
     finally:
-        sys.argv, sys.path[:] = saved[0], saved[1]
-        for key, value in (("__main__", saved[2]), ("__mp_main__", saved[3])):
-            if value is not None:
-                sys.modules[key] = value
+        sys.argv, sys.path[:] = saved
 
 
 def user_traceback(tb, path: str):
