@@ -48,7 +48,6 @@ class Session:
             "argv": list(argv), "torch": torch.__version__, "thresholds": thresholds.to_dict(),
             "rank": self.rank, "world_size": self.world_size, "every": every, "pid": os.getpid(),
             "run_id": os.environ.get("TORCHELASTIC_RUN_ID"), "time": _now()})
-        self.writer.flush()
         self.monitor = Monitor(thresholds, self._emit, model=model, warn=self.warn, every=every)
         self._finished = False
 
@@ -59,10 +58,9 @@ class Session:
     def _emit(self, event: dict) -> None:
         if event["event"] == "transition":
             self.transitions.append(event)
-        # Events are rare (transitions, not steps): flushing each keeps the file complete up to
-        # its last line whenever the process dies.
+        # Each event is written through at once (events are rare: transitions, not steps),
+        # so the file is complete up to its last line whenever the process dies.
         self.writer.write(event)
-        self.writer.flush()
 
     def start(self, existing_optimizers: bool = False) -> None:
         self.monitor.install(existing_optimizers)

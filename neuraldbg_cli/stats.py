@@ -1,8 +1,9 @@
 """Tensor -> a few numbers, on the device, without a host read.
 
-`observe` runs in the forward hook, once per layer call: one norm (magnitude and non-finite
-values, since NaN/Inf propagate through it) and, where the activation kind needs it, one
-per-unit reduction. `gather` runs once per step: it turns every layer's accumulators into one
+`Accumulator.add_output` runs in the forward hook, once per layer call: one norm (magnitude
+and non-finite values, since NaN/Inf propagate through it; small outputs are normed later,
+all together) and, where the activation kind needs it, one per-unit reduction. `gather`
+runs once per step: it turns every layer's accumulators into one
 flat tensor with a handful of batched ops, so a step costs one host read, not one per layer.
 """
 from __future__ import annotations

@@ -8,8 +8,6 @@ from pathlib import Path
 
 from .errors import InputError
 
-ACTIVATION_STATES = ("normal", "dead", "saturated", "anomalous", "nonfinite")
-GRADIENT_STATES = ("healthy", "vanishing", "exploding", "nonfinite")
 FAILURE_STATES = ("dead", "saturated", "anomalous", "nonfinite", "vanishing", "exploding")
 
 

@@ -75,9 +75,6 @@ class TraceWriter:
         except OSError as e:
             self._fail(e)
 
-    def flush(self) -> None:
-        """Kept for callers that mark step boundaries; lines are already written through."""
-
     def close(self) -> None:
         if not self._broken:
             try:

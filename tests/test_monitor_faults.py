@@ -270,7 +270,6 @@ def test_write_error_then_space_again_trace_ends_at_last_complete_line(tmp_path,
     w = trace_mod.TraceWriter(str(path))
     for i in range(5):      # 72-byte lines: the third one is cut after 30 bytes
         w.write({"event": "x" * 50, "i": i})
-        w.flush()
     w.close()
     err = neuraldbg_lines(capsys.readouterr().err)
     assert len(err) == 1, err
