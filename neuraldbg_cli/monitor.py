@@ -27,6 +27,10 @@ from .thresholds import Thresholds
 from .tracker import SignalTracker
 
 _PURGE_EVERY = 256        # steps between sweeps of modules that no longer exist
+# Bound once: the hooks run for every module call (dynamo knows these functions by identity).
+_is_compiling = torch.compiler.is_compiling
+_grad_enabled = torch.is_grad_enabled
+_Tensor = torch.Tensor
 _COMPILE_HOOK_WARNING = r"Using `torch.compile\(module\)` when there are global hooks"
 
 
@@ -67,11 +71,12 @@ class Monitor:
     def __init__(self, thresholds: Thresholds, emit, *, model: nn.Module | None = None, warn=None,
                  every: int = 1):
         self.th = thresholds
+        self._min_grads = {SIGMOID: thresholds.sigmoid.min_grad, TANH: thresholds.tanh.min_grad}
         # Observe every `every`-th step only (1: all). On the others the hooks return at once:
         # for models whose steps are mostly Python overhead, the cost drops about N-fold, and a
         # state must then last `debounce_steps` observed steps (N times as long) to be seen.
         self.every = every
-        self._observing = True
+        self._observing = True                # this step is observed (and monitoring is on)
         self.emit = emit                      # callable(event dict)
         self.warn = warn or (lambda msg: print(f"neuraldbg: {msg}", file=sys.stderr))
         self.step = 0                         # index of the step being observed
@@ -83,11 +88,12 @@ class Monitor:
         self._allowed = None if model is None else {id(m) for m in model.modules()}
         self._model = model
         self._touched: list = []
+        self._inputs_checked = False          # some layer's input was checked this step
         self._depth = 0
         self._pending_end = False
         self._optimizers_created = 0
         self._optim = OptimizerWatch(emit)
-        self._grads: list = []                # ([0-d norm tensors], [LayerRec]) this step
+        self._grads: list = []                # per optimizer: (norms, layer groups) this step
         self._input = LayerRec(None, INPUT, True, thresholds)
         self._input.fallback_name = naming.INPUT
         self._unnamed = 0
@@ -145,7 +151,7 @@ class Monitor:
         if self._warning_filter in warnings.filters:
             warnings.filters.remove(self._warning_filter)
             getattr(warnings, "_filters_mutated", lambda: None)()   # drop cached verdicts
-        self.active = False
+        self.active = self._observing = False
 
     def close(self, completed: bool = True) -> None:
         """End of the run: classify a step in progress, unhook; after a crash or an
@@ -169,7 +175,7 @@ class Monitor:
     def _pre_hook(self, module, args):
         # Inside a compiled region there is no outermost call to find: the wrapper's own
         # (eager) call already did; this bookkeeping compiles away to nothing.
-        if torch.compiler.is_compiling():
+        if _is_compiling():
             return
         if self._depth == 0 and self.active:
             try:
@@ -179,7 +185,7 @@ class Monitor:
         self._depth += 1
 
     def _hook(self, module, args, output):
-        eager = not torch.compiler.is_compiling()
+        eager = not _is_compiling()
         rec = None
         try:    # a monitor fault must not end the user's run (try costs nothing until raised)
             if eager:
@@ -187,15 +193,14 @@ class Monitor:
                     self._depth -= 1
                 if self._depth == 0 and self._is_root(module):
                     self._outermost_return(output)
-            if not self.active or not self._observing or not torch.is_grad_enabled() \
-                    or not module.training:
+            if not self._observing or not _grad_enabled() or not module.training:
                 return
             rec = self._recs.get(id(module))
             if rec is None or rec.ref() is not module:  # new, or an id reused by a new module
                 rec = self._register(module)
             if rec.skip or not rec.leaf:
                 return
-            if isinstance(output, torch.Tensor):        # the common case, without a call
+            if isinstance(output, _Tensor):             # the common case, without a call
                 y = output if output.is_floating_point() and output.numel() else None
             else:
                 y = first_tensor(output)
@@ -213,6 +218,7 @@ class Monitor:
                 if isinstance(x, torch.Tensor) and x.requires_grad and x.is_floating_point() \
                         and not (last is not None and last[1] is x and not last[0].transparent):
                     acc.add_input(x, rec.channel_first)
+                    self._inputs_checked = True
             if eager:
                 self._last_leaf = (rec, y)
             if not rec.touched:
@@ -391,7 +397,7 @@ class Monitor:
         try:
             self.end_step(complete)
         except Exception as e:  # noqa: BLE001
-            self.active = False
+            self.active = self._observing = False
             self._touched, self._grads = [], []
             self.steps += complete
             self.step += complete
@@ -404,22 +410,22 @@ class Monitor:
             self._find_compiled_roots()
         recs, self._touched = self._touched, []
         grads, self._grads = self._grads, []
-        # A layer right after an activation module reads that module's output: its input
-        # check would only echo the activation's own verdict (compiled code cannot tell).
-        for prev, rec in zip(recs, recs[1:]):
-            if rec.acc.inputs is not None and prev.kind in (RELU, SMOOTH):
-                rec.acc.inputs = None
-        th = self.th
-        numbers, grad_values = gather(
-            [r.acc for r in recs], [r.kind for r in recs], th.smooth.tail,
-            {SIGMOID: th.sigmoid.min_grad, TANH: th.tanh.min_grad}, [n for ns, _ in grads for n in ns])
+        if self._inputs_checked:
+            self._inputs_checked = False
+            # A layer right after an activation module reads that module's output: its input
+            # check would only echo the activation's own verdict (compiled code cannot tell).
+            for prev, rec in zip(recs, recs[1:]):
+                if rec.acc.inputs is not None and prev.kind in (RELU, SMOOTH):
+                    rec.acc.inputs = None
+        numbers, grad_values = gather([r.acc for r in recs], [r.kind for r in recs], self.th.smooth.tail,
+                                      self._min_grads, [n for ns, _ in grads for n in ns])
         for rec, nums in zip(recs, numbers):
             self._classify_activation(rec, *nums)
             rec.acc.reset()
             rec.touched = False
-        for _, grecs in grads:
-            self._classify_gradients(grecs, grad_values[:len(grecs)])
-            grad_values = grad_values[len(grecs):]
+        for norms, groups in grads:
+            self._classify_gradients(groups, grad_values[:len(norms)])
+            grad_values = grad_values[len(norms):]
         if complete:
             self.steps += 1
             self._optim.new_window()
@@ -431,25 +437,25 @@ class Monitor:
         self._last_leaf = None
 
     def _classify_activation(self, rec: LayerRec, norms, units, inputs, saturated) -> None:
-        acc = rec.acc
-        sq = sum(n * n for n in norms)
-        finite = math.isfinite(sq)
-        rms = math.sqrt(sq / acc.numel) if finite and acc.numel else sq
-        obs = {"kind": rec.kind, "nonfinite": not finite, "rms": rms}
-        if units is not None:
-            obs["dead_ratio" if rec.kind == RELU else "saturated_ratio"] = obs["sparsity"] = \
-                units / acc.units.numel()
-        if saturated is not None and not rec.is_output:
-            obs["saturated_ratio"] = saturated / acc.usum.numel()
-        if inputs is not None:
-            obs["input_dead_ratio"] = inputs / acc.inputs.numel()
-        state, extra = activation_state(obs, rec.hist, self.th)
-        rec.hist.add_activation(rms, obs.get("sparsity"))
+        acc, kind = rec.acc, rec.kind
+        norm = norms[0] if len(norms) == 1 else math.hypot(*norms)    # of all calls together
+        rms = norm / math.sqrt(acc.numel) if acc.numel and math.isfinite(norm) else norm
+        inactive = None if units is None else units / acc.units.numel()
+        sat = None if saturated is None else saturated / acc.usum.numel()
+        input_dead = None if inputs is None else inputs / acc.inputs.numel()
+        # a saturating output sigmoid is a confident prediction: not judged as saturated
+        state, extra = activation_state(kind, rms, rec.hist, self.th, inactive,
+                                        None if rec.is_output else sat, input_dead)
+        rec.hist.add_activation(rms, inactive)
         if rec.act.settled(state):
             return          # the common case: nothing to write, no evidence to assemble
-        stats = {k: v for k, v in obs.items() if k not in ("kind", "nonfinite", "sparsity")}
-        if saturated is not None:
-            stats["saturated_ratio"] = saturated / acc.usum.numel()
+        stats = {"rms": rms}
+        if inactive is not None:
+            stats["dead_ratio" if kind == RELU else "saturated_ratio"] = inactive
+        if sat is not None:
+            stats["saturated_ratio"] = sat
+        if input_dead is not None:
+            stats["input_dead_ratio"] = input_dead
         units_seen = acc.units if acc.units is not None else acc.usum
         if units_seen is not None:
             stats["units"] = units_seen.numel()
@@ -457,14 +463,14 @@ class Monitor:
         if t is not None:
             self._write_transition(rec, "activation", t)
 
-    def _classify_gradients(self, param_recs: list, param_norms: list) -> None:
-        squares: dict = {}
-        for rec, n in zip(param_recs, param_norms):
-            squares[rec] = squares.get(rec, 0.0) + n * n
-        layers = [(rec, math.sqrt(sq)) for rec, sq in squares.items()]
-        top = max((n for _, n in layers if math.isfinite(n)), default=0.0)
-        for rec, norm in layers:
-            state, extra = gradient_state(norm, top, rec.hist, self.th)
+    def _classify_gradients(self, groups: list, values: list) -> None:
+        """groups: [(layer record, positions of its parameters' norms in `values`)]."""
+        # a layer's norm from its parameters' norms: the square root of their sum of squares
+        norms = [math.hypot(*[values[i] for i in idx]) for _, idx in groups]
+        top = max((n for n in norms if math.isfinite(n)), default=0.0)
+        th = self.th
+        for (rec, _), norm in zip(groups, norms):
+            state, extra = gradient_state(norm, top, rec.hist, th)
             rec.hist.add_gradient(norm)
             if rec.grad.settled(state):
                 continue

@@ -18,7 +18,8 @@ class OptimizerWatch:
         self._stepped: dict = {}          # id(optimizer) -> steps in the current window
         self._names: dict = {}            # id(optimizer) -> (class name, index)
         self._lrs: dict = {}              # id(optimizer) -> learning rates last written
-        self._cache: dict = {}            # id(optimizer) -> parameter layout (see grad_norms)
+        # optimizer -> parameter layout (see grad_norms); goes with its optimizer
+        self._cache = weakref.WeakKeyDictionary()
 
     def paces(self, opt) -> bool:
         """Count a step of `opt`; True when it is the optimizer whose steps end steps: the
@@ -60,38 +61,52 @@ class OptimizerWatch:
         self.emit(event)
 
     def grad_norms(self, opt, owners: dict, raw: bool = False):
-        """([gradient norms as 0-d device tensors], [the layer record of each]) for the
-        parameters of `opt` that have a gradient and belong to an observed layer; the norms
-        of a layer's parameters are combined on the host, after the step's one read.
+        """([gradient norms as 0-d device tensors], [(layer record, (indices of its norms))])
+        for the parameters of `opt` that have a gradient and belong to an observed layer;
+        a layer's norms are combined on the host, after the step's one read.
         raw: dense float32 gradients are returned as they are, for the caller to norm (now)."""
-        params = [p for g in opt.param_groups for p in g["params"] if p.grad is not None]
-        key = tuple(map(id, params))
-        cached = self._cache.get(id(opt))
+        key = (len(owners), *_groups_key(opt))
+        cached = self._cache.get(opt)
         if cached is None or cached[0] != key:
-            cached = self._cache[id(opt)] = (key, *_layout(params, owners))
-        _, keep, recs, device, mixed = cached
-        if not keep:
+            cached = self._cache[opt] = (key, *_layout(opt, owners))
+        _, params, groups, device, mixed = cached
+        grads = [p.grad for p in params]
+        if any(g is None for g in grads):       # some parameters without a gradient this step
+            present = [p for p, g in zip(params, grads) if g is not None]
+            grads = [p.grad for p in present]
+            groups = _groups(present, owners)
+        if not groups:
             return None
-        grads = [params[i].grad for i in keep]
         grads = [g.coalesce()._values() if g.is_sparse else g for g in grads]
         if raw and all(g.dtype == torch.float32 for g in grads):
-            return grads, recs
+            return grads, groups
         if any(g.dtype == torch.float64 for g in grads):
             norms = [n.float() for n in torch._foreach_norm(grads, 2)]
         else:   # half-precision sums of squares would overflow
             norms = torch._foreach_norm(grads, 2, dtype=torch.float32)
         if mixed:
             norms = [n.to(device) for n in norms]
-        return list(norms), recs
+        return list(norms), groups
 
 
-def _layout(params: list, owners: dict):
-    """Which parameters to read and the layer of each: computed again only when the set of
-    parameters with gradients changes."""
-    keep = [i for i, p in enumerate(params) if id(p) in owners]
-    if not keep:
-        return keep, [], None, False
-    recs = [owners[id(params[i])] for i in keep]
-    device = params[keep[0]].device
-    mixed = any(params[i].device != device for i in keep)
-    return keep, recs, device, mixed
+def _groups_key(opt) -> tuple:
+    """Identifies the optimizer's parameter lists: a new group, or a list changed in length,
+    lays the parameters out again."""
+    return tuple((id(g["params"]), len(g["params"])) for g in opt.param_groups)
+
+
+def _layout(opt, owners: dict):
+    """The parameters of `opt` that belong to observed layers, each layer's positions among
+    them, and their device: computed again only when the parameters or the layers change."""
+    params = [p for g in opt.param_groups for p in g["params"] if id(p) in owners]
+    device = params[0].device if params else None
+    mixed = any(p.device != device for p in params)
+    return params, _groups(params, owners), device, mixed
+
+
+def _groups(params: list, owners: dict) -> list:
+    """[(layer record, (positions of its parameters in `params`))], in order of appearance."""
+    positions: dict = {}
+    for i, p in enumerate(params):
+        positions.setdefault(owners[id(p)], []).append(i)
+    return [(rec, tuple(idx)) for rec, idx in positions.items()]

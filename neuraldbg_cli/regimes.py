@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import math
 from bisect import bisect_left, insort
-from collections import deque
 from statistics import median
 
 from .thresholds import AnomalyThresholds, GradientThresholds, Thresholds
@@ -29,19 +28,25 @@ class RollingMedian:
     """The last `window` values and their median, kept sorted as they come: a step costs a
     bisect, not a sort of the window (this runs for every layer at every step)."""
 
+    __slots__ = ("_ring", "_sorted", "_window", "_next")
+
     def __init__(self, window: int):
-        self._order: deque = deque()
+        self._ring: list = []          # the values in arrival order, overwritten in a circle
         self._sorted: list = []
         self._window = window
+        self._next = 0                 # where the next value goes once the ring is full
 
     def __len__(self) -> int:
-        return len(self._order)
+        return len(self._sorted)
 
     def append(self, value: float) -> None:
-        if len(self._order) == self._window:
-            old = self._order.popleft()
-            del self._sorted[bisect_left(self._sorted, old)]
-        self._order.append(value)
+        if len(self._sorted) == self._window:
+            i = self._next
+            del self._sorted[bisect_left(self._sorted, self._ring[i])]
+            self._ring[i] = value
+            self._next = (i + 1) % self._window
+        else:
+            self._ring.append(value)
         insort(self._sorted, value)
 
     def median(self) -> float:
@@ -51,6 +56,8 @@ class RollingMedian:
 
 class History:
     """A layer's recent numbers, bounded: memory does not grow with the number of steps."""
+
+    __slots__ = ("log_rms", "sparsity", "grad", "grad_early", "_early", "_early_median")
 
     def __init__(self, window: int):
         self.log_rms = RollingMedian(window)
@@ -84,40 +91,45 @@ class History:
         return max(self.grad.median(), early)
 
 
-def anomaly(obs: dict, hist: History, th: AnomalyThresholds) -> dict | None:
+def anomaly(rms: float, sparsity: float | None, hist: History, th: AnomalyThresholds) -> dict | None:
     """A sudden shift of magnitude (rms) or sparsity against the layer's own recent median.
 
     Relative to the layer itself, so layers of any scale, BatchNorm outputs and Dropout's
     zeros (a steady share) do not trigger it; only a jump between steps does."""
-    if len(hist.log_rms) < th.warmup:
+    log_rms = hist.log_rms
+    if len(log_rms) < th.warmup:
         return None
-    med = hist.log_rms.median()
-    shift = math.log(obs["rms"] + _TINY) - med
+    med = log_rms.median()
+    shift = math.log(rms + _TINY) - med
     if abs(shift) > math.log(th.magnitude_factor):
         return {"rms_median": math.exp(med), "rms_ratio": math.exp(shift)}
-    sp = obs.get("sparsity")
-    if sp is not None and len(hist.sparsity) >= th.warmup:
+    if sparsity is not None and len(hist.sparsity) >= th.warmup:
         sp_med = hist.sparsity.median()
-        if abs(sp - sp_med) > th.sparsity_jump:
-            return {"sparsity_median": sp_med, "sparsity_shift": sp - sp_med}
+        if abs(sparsity - sp_med) > th.sparsity_jump:
+            return {"sparsity_median": sp_med, "sparsity_shift": sparsity - sp_med}
     return None
 
 
-def activation_state(obs: dict, hist: History, th: Thresholds) -> tuple[str, dict]:
+def activation_state(kind: str, rms: float, hist: History, th: Thresholds, inactive: float | None = None,
+                     saturated: float | None = None, input_dead: float | None = None) -> tuple[str, dict]:
     """(state, extra evidence) for one layer's activation numbers at one step.
 
-    obs keys: kind, rms, nonfinite, and where measured: dead_ratio, saturated_ratio,
-    input_dead_ratio, sparsity."""
-    if obs["nonfinite"]:
+    rms: root mean square of the output (NaN or infinite: non-finite values); where measured,
+    inactive: share of units inactive for the whole step (ReLU: zero; smooth kinds: in the
+    flat tail), also the layer's sparsity; saturated: share of sigmoid/tanh units saturated;
+    input_dead: share of input units zero for the whole step (Linear/conv)."""
+    if not math.isfinite(rms):
         return "nonfinite", {}
-    kind = obs["kind"]
-    if kind == RELU and obs.get("dead_ratio", 0.0) >= th.relu.dead_ratio:
-        return "dead", {}
-    if obs.get("input_dead_ratio", 0.0) >= th.input.dead_ratio:
+    if inactive is not None:
+        if kind == RELU and inactive >= th.relu.dead_ratio:
+            return "dead", {}
+        if kind == SMOOTH and inactive >= th.smooth.saturated_ratio:
+            return "saturated", {}
+    if input_dead is not None and input_dead >= th.input.dead_ratio:
         return "dead", {"observed": "input"}
-    if kind in _SQUASHING and obs.get("saturated_ratio", 0.0) >= getattr(th, kind).saturated_ratio:
+    if saturated is not None and kind in _SQUASHING and saturated >= getattr(th, kind).saturated_ratio:
         return "saturated", {}
-    shift = anomaly(obs, hist, th.anomaly)
+    shift = anomaly(rms, inactive, hist, th.anomaly)
     if shift is not None:
         return "anomalous", shift
     return "normal", {}

@@ -3,8 +3,8 @@
 `Accumulator.add_output` runs in the forward hook, once per layer call: one norm (magnitude
 and non-finite values, since NaN/Inf propagate through it; small outputs are normed later,
 all together) and, where the activation kind needs it, one per-unit reduction. `gather`
-runs once per step: it turns every layer's accumulators into one
-flat tensor with a handful of batched ops, so a step costs one host read, not one per layer.
+runs once per step: it reduces every layer's accumulators with two batched calls and reads
+the result at once, so a step costs one host read, not one per layer.
 """
 from __future__ import annotations
 
@@ -155,90 +155,62 @@ def _combine_max(prev, new):
 
 def gather(layers: list, kinds: list, smooth_tail: float, min_grads: dict, extra: list) -> tuple:
     """Reduce the accumulators of `layers` (with their kinds) plus `extra` (0-d norms, or
-    float32 tensors to take the norm of) to one flat tensor, read once. Returns (per-layer
+    float32 tensors to take the norm of) to plain numbers, read at once. Returns (per-layer
     numbers, extra values): per layer a tuple (list of per-call norms, inactive units,
     all-zero input units, saturated units), the counts None where not measured; the norms of
-    `extra` as one list, in order."""
-    scalars = [n for acc in layers for n in acc.norms]
-    n_norms = len(scalars)
-    scalars += extra
-    deferred = False
-    for acc in layers:
+    `extra` as one list, in order.
+
+    A step costs two `_foreach_norm` calls and one read, whatever the number of layers: the
+    L2 norms still to take, and the L0 "norms" (nonzero counts) of every per-unit vector whose
+    zeros are its inactive units."""
+    scalars, vecs, sat, where = [], [], [], []
+    for acc, kind in zip(layers, kinds):
         for t, version in acc.watch:
-            deferred = True
             if t._version != version:
                 acc.defer_ok = False
-    if deferred or any(t.dim() for t in extra):
-        scalars = list(torch._foreach_norm(scalars))
-        home = scalars[0].device
-        scalars = [t if t.device == home else t.to(home) for t in scalars]
-    vecs, tails, sat = [], [], []
-    for acc, kind in zip(layers, kinds):
+        units = inputs = saturated = None           # positions in `vecs` and `sat`
         if acc.units is not None:
-            vecs.append(acc.units)
-            tails.append(smooth_tail if kind == SMOOTH else 0.0)
+            # a unit is inactive when its maximum is <= 0 (ReLU) or <= the tail (smooth
+            # kinds); counted in float32, as a half-precision count is not exact beyond 2048
+            v = acc.units if acc.units.dtype == _F32 else acc.units.float()
+            if kind == SMOOTH:
+                v = torch.relu(v - smooth_tail if smooth_tail else v)
+            units = len(vecs)
+            vecs.append(v)
         if acc.inputs is not None:
-            vecs.append(acc.inputs)
-            tails.append(0.0)
+            inputs = len(vecs)
+            vecs.append(acc.inputs)                 # max |input| per unit: 0 if never active
         if acc.usum is not None:
             mean, meansq = acc.usum / acc.per_unit, acc.usq / acc.per_unit
             deriv = (mean - meansq) / 0.25 if kind == SIGMOID else 1.0 - meansq
+            saturated = len(sat)
             sat.append((deriv < min_grads[kind]).sum())
-    scalars += sat
-    parts = [torch.stack(scalars)] if scalars else []
-    if vecs:
-        # Inactive units of every layer: one comparison, one segmented sum.
-        parts.append(_count_inactive(vecs, tails))
-    if not parts:
+        where.append((len(scalars), len(acc.norms), units, inputs, saturated))
+        scalars += acc.norms
+    n_norms = len(scalars)
+    scalars += extra
+    todo = [i for i, t in enumerate(scalars) if t.dim()]
+    if todo:
+        for i, n in zip(todo, torch._foreach_norm([scalars[i] for i in todo])):
+            scalars[i] = n
+    tensors = scalars + (list(torch._foreach_norm(vecs, 0)) if vecs else []) + sat
+    if not tensors:
         return [], []
-    if len(parts) == 2 and parts[0].device != parts[1].device:
-        parts[1] = parts[1].to(parts[0].device)
-    values = (parts[0] if len(parts) == 1 else torch.cat(parts)).tolist()   # the one read
-    return _unpack(values, layers, n_norms, len(extra), len(sat))
+    values = _read(tensors)
+    counts = [v.numel() - n for v, n in zip(vecs, values[len(scalars):])]   # nonzero -> inactive
+    sats = values[len(scalars) + len(vecs):]
+    out = [(values[start:start + k], None if u is None else counts[u],
+            None if i is None else counts[i], None if s is None else sats[s])
+           for start, k, u, i, s in where]
+    return out, values[n_norms:len(scalars)]
 
 
-def _count_inactive(vecs: list, tails: list) -> torch.Tensor:
-    """Per vector, how many entries are <= its tail: three ops for all layers at once."""
-    same_tail = len(set(tails)) == 1
-    if same_tail and len({v.shape for v in vecs}) == 1:        # layers of one width
-        return (torch.stack(vecs) <= tails[0]).sum(1)
-    flat = torch.cat(vecs)
-    if same_tail:
-        inactive = flat <= tails[0]
-    else:
-        inactive = flat <= torch.cat([torch.full((v.numel(),), t, dtype=flat.dtype,
-                                                 device=flat.device) for v, t in zip(vecs, tails)])
-    lengths = _lengths(tuple(v.numel() for v in vecs), flat.device)
-    return torch.segment_reduce(inactive.to(_F32), "sum", lengths=lengths)
-
-
-_LENGTHS: dict = {}
-
-
-def _lengths(sizes: tuple, device) -> torch.Tensor:
-    """The segment lengths of a step, cached: the same layers give the same tensor each step."""
-    key = (sizes, device)
-    t = _LENGTHS.get(key)
-    if t is None:
-        if len(_LENGTHS) > 64:
-            _LENGTHS.clear()
-        t = _LENGTHS[key] = torch.tensor(sizes, device=device)
-    return t
-
-
-def _unpack(values: list, layers: list, n_norms: int, n_extra: int, n_sat: int) -> tuple:
-    """Values come as [norms..., extra..., saturated counts..., inactive counts...]."""
-    n, sat, counts = 0, n_norms + n_extra, n_norms + n_extra + n_sat
-    out = []
-    for acc in layers:
-        k = len(acc.norms)
-        norms, n = values[n:n + k], n + k
-        units = inputs = saturated = None
-        if acc.units is not None:
-            units, counts = values[counts], counts + 1
-        if acc.inputs is not None:
-            inputs, counts = values[counts], counts + 1
-        if acc.usum is not None:
-            saturated, sat = values[sat], sat + 1
-        out.append((norms, units, inputs, saturated))
-    return out, values[n_norms:n_norms + n_extra]
+def _read(tensors: list) -> list:
+    """0-d tensors -> floats. On the CPU each is read directly (no copy, nothing to wait
+    for); on an accelerator they are stacked and copied in one transfer, one sync a step.
+    (A model split between the CPU and a GPU, with a CPU tensor first, reads item by item:
+    correct, only slower.)"""
+    if tensors[0].is_cpu:
+        return [t.item() for t in tensors]
+    home = tensors[0].device
+    return torch.stack([t if t.device == home else t.to(home) for t in tensors]).tolist()

@@ -206,3 +206,28 @@ def test_every_option_of_run(tmp_path):
     assert ok.returncode == 0, ok.stderr
     evs = events(tmp_path / "t.jsonl")
     assert evs[0]["every"] == 2 and evs[-1]["steps"] == 5
+
+
+def test_a_layer_first_trained_later_has_its_gradient_observed_from_then(tmp_path):
+    torch.manual_seed(0)
+
+    class TwoHeads(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.body, self.a, self.b = nn.Linear(4, 8), nn.Linear(8, 1), nn.Linear(8, 1)
+            self.use_b = False
+
+        def forward(self, x):
+            h = self.body(x)
+            return self.a(h) + (self.b(h) if self.use_b else 0)
+
+    net = TwoHeads()
+    opt = torch.optim.SGD(net.parameters(), lr=0.01)
+
+    def switch(step):
+        net.use_b = step >= 3
+    with NeuralDbg(trace=str(tmp_path / "t.jsonl")):
+        train(net, torch.randn(8, 4), torch.randn(8, 1), 6, opt, before_step=switch)
+    first = {e["layer"]: e["step"] for e in events(tmp_path / "t.jsonl")
+             if e["event"] == "transition" and e["signal"] == "gradient" and e["from"] is None}
+    assert first == {"body": 0, "a": 0, "b": 3}

@@ -8,41 +8,49 @@ from neuraldbg_cli.thresholds import Thresholds
 TH = Thresholds()
 
 
-def obs(kind, rms=1.0, nonfinite=False, **kw):
-    return {"kind": kind, "rms": rms, "nonfinite": nonfinite, **kw}
+def obs(kind, rms=1.0, **shares):
+    """activation_state's arguments but the history: (kind, rms, shares)."""
+    return kind, rms, shares
+
+
+def judge(o, hist=None):
+    kind, rms, shares = o
+    return activation_state(kind, rms, hist or History(20), TH, **shares)
 
 
 def state(o, hist=None):
-    return activation_state(o, hist or History(20), TH)[0]
+    return judge(o, hist)[0]
 
 
 def test_relu_dead_only_above_threshold():
-    assert state(obs(RELU, dead_ratio=0.95, sparsity=0.95)) == "dead"
-    assert state(obs(RELU, dead_ratio=0.9)) == "dead"
-    assert state(obs(RELU, dead_ratio=0.5)) == "normal"
+    assert state(obs(RELU, inactive=0.95)) == "dead"
+    assert state(obs(RELU, inactive=0.9)) == "dead"
+    assert state(obs(RELU, inactive=0.5)) == "normal"
 
 
 def test_dead_ratio_means_nothing_for_other_kinds():
-    # LeakyReLU/ELU/GELU are not "dead" for negative outputs: only ReLU kinds use dead_ratio.
-    assert state(obs(OTHER, dead_ratio=1.0)) == "normal"
-    assert state(obs(SMOOTH, saturated_ratio=0.5)) == "normal"
+    # LeakyReLU/ELU/GELU are not "dead" for negative outputs: only ReLU kinds die.
+    assert state(obs(OTHER, inactive=1.0)) == "normal"
+    assert state(obs(SMOOTH, inactive=0.5)) == "normal"
+    assert state(obs(OTHER, saturated=1.0)) == "normal"
 
 
 def test_functional_relu_input_dead():
-    s, extra = activation_state(obs(PARAM, input_dead_ratio=1.0), History(20), TH)
+    s, extra = judge(obs(PARAM, input_dead=1.0))
     assert s == "dead" and extra == {"observed": "input"}
-    assert state(obs(PARAM, input_dead_ratio=0.3)) == "normal"
+    assert state(obs(PARAM, input_dead=0.3)) == "normal"
 
 
 def test_saturation_per_kind():
-    assert state(obs(SIGMOID, saturated_ratio=0.8)) == "saturated"
-    assert state(obs(TANH, saturated_ratio=0.75)) == "saturated"
-    assert state(obs(TANH, saturated_ratio=0.2)) == "normal"
-    assert state(obs(SMOOTH, saturated_ratio=0.95)) == "saturated"
+    assert state(obs(SIGMOID, saturated=0.8)) == "saturated"
+    assert state(obs(TANH, saturated=0.75)) == "saturated"
+    assert state(obs(TANH, saturated=0.2)) == "normal"
+    assert state(obs(SMOOTH, inactive=0.95)) == "saturated"     # stuck in the flat tail
 
 
 def test_nonfinite_wins():
-    assert state(obs(RELU, rms=math.nan, nonfinite=True, dead_ratio=1.0)) == "nonfinite"
+    assert state(obs(RELU, rms=math.nan, inactive=1.0)) == "nonfinite"
+    assert state(obs(OTHER, rms=math.inf)) == "nonfinite"
 
 
 def _hist(values, sparsity=None):
@@ -54,7 +62,7 @@ def _hist(values, sparsity=None):
 
 def test_anomaly_needs_warmup_then_flags_a_jump():
     assert state(obs(OTHER, rms=100.0), _hist([1.0] * 3)) == "normal"
-    s, extra = activation_state(obs(OTHER, rms=100.0), _hist([1.0] * 10), TH)
+    s, extra = judge(obs(OTHER, rms=100.0), _hist([1.0] * 10))
     assert s == "anomalous" and extra["rms_ratio"] > 50
 
 
@@ -66,8 +74,8 @@ def test_anomaly_is_relative_to_the_layer_itself():
 
 def test_anomaly_on_sparsity_shift():
     h = _hist([1.0] * 10, sparsity=0.1)
-    assert state(obs(RELU, rms=1.0, dead_ratio=0.7, sparsity=0.7), h) == "anomalous"
-    assert state(obs(RELU, rms=1.0, dead_ratio=0.2, sparsity=0.2), h) == "normal"
+    assert state(obs(RELU, rms=1.0, inactive=0.7), h) == "anomalous"
+    assert state(obs(RELU, rms=1.0, inactive=0.2), h) == "normal"
 
 
 def grad(norm, top=1.0, hist=None):
