@@ -26,32 +26,32 @@ _SQUASHING = (SMOOTH, SIGMOID, TANH)      # each kind is also its Thresholds att
 
 class RollingMedian:
     """The last `window` values and their median, kept sorted as they come: a step costs a
-    bisect, not a sort of the window (this runs for every layer at every step)."""
+    bisect, not a sort of the window (this runs for every layer at every step). `size` and
+    `median` are plain attributes, kept up to date by `append`, for the same reason."""
 
-    __slots__ = ("_ring", "_sorted", "_window", "_next")
+    __slots__ = ("_ring", "_sorted", "_window", "_next", "size", "median")
 
     def __init__(self, window: int):
         self._ring: list = []          # the values in arrival order, overwritten in a circle
         self._sorted: list = []
         self._window = window
         self._next = 0                 # where the next value goes once the ring is full
-
-    def __len__(self) -> int:
-        return len(self._sorted)
+        self.size = 0
+        self.median = math.nan
 
     def append(self, value: float) -> None:
-        if len(self._sorted) == self._window:
+        s = self._sorted
+        if self.size == self._window:
             i = self._next
-            del self._sorted[bisect_left(self._sorted, self._ring[i])]
+            del s[bisect_left(s, self._ring[i])]
             self._ring[i] = value
             self._next = (i + 1) % self._window
         else:
             self._ring.append(value)
-        insort(self._sorted, value)
-
-    def median(self) -> float:
-        s, n = self._sorted, len(self._sorted)
-        return s[n // 2] if n % 2 else (s[n // 2 - 1] + s[n // 2]) / 2
+            self.size += 1
+        insort(s, value)
+        n = self.size
+        self.median = s[n // 2] if n % 2 else (s[n // 2 - 1] + s[n // 2]) / 2
 
 
 class History:
@@ -88,7 +88,7 @@ class History:
             early = median(self.grad_early)
             if len(self.grad_early) == self._early:
                 self._early_median = early      # complete: it will not change again
-        return max(self.grad.median(), early)
+        return max(self.grad.median, early)
 
 
 def anomaly(rms: float, sparsity: float | None, hist: History, th: AnomalyThresholds) -> dict | None:
@@ -97,14 +97,14 @@ def anomaly(rms: float, sparsity: float | None, hist: History, th: AnomalyThresh
     Relative to the layer itself, so layers of any scale, BatchNorm outputs and Dropout's
     zeros (a steady share) do not trigger it; only a jump between steps does."""
     log_rms = hist.log_rms
-    if len(log_rms) < th.warmup:
+    if log_rms.size < th.warmup:
         return None
-    med = log_rms.median()
+    med = log_rms.median
     shift = math.log(rms + _TINY) - med
     if abs(shift) > math.log(th.magnitude_factor):
         return {"rms_median": math.exp(med), "rms_ratio": math.exp(shift)}
-    if sparsity is not None and len(hist.sparsity) >= th.warmup:
-        sp_med = hist.sparsity.median()
+    if sparsity is not None and hist.sparsity.size >= th.warmup:
+        sp_med = hist.sparsity.median
         if abs(sparsity - sp_med) > th.sparsity_jump:
             return {"sparsity_median": sp_med, "sparsity_shift": sparsity - sp_med}
     return None
@@ -146,7 +146,7 @@ def gradient_state(norm: float, model_max: float, hist: History, th: Thresholds)
         return "nonfinite", {}
     if norm > g.exploding_norm:
         return "exploding", {"urgent": True}
-    if len(hist.grad) >= th.anomaly.warmup:
+    if hist.grad.size >= th.anomaly.warmup:
         base = hist.grad_baseline()
         if norm > g.exploding_factor * base:
             return "exploding", {"grad_norm_median": base}

@@ -49,14 +49,14 @@ def kind_of(module: nn.Module) -> str:
     return OTHER
 
 
-def unit_dims(t: torch.Tensor, channel_first: bool) -> tuple | None:
+def unit_dims(t: torch.Tensor, channel_first: bool) -> int | tuple | None:
     """The dimensions reduced to get one number per unit: features of (B, F) and (B, T, F),
     channels of conv maps (B, C, H, W)."""
     nd = t.dim()
     if nd < 2:
         return None
     if nd == 2:
-        return (0,)
+        return 0            # an int: reductions over one dimension take the shorter path
     if nd >= 4 or channel_first:
         return (0, *range(2, nd))
     return tuple(range(nd - 1))
