@@ -9,7 +9,7 @@ import math
 from bisect import bisect_left, insort
 from statistics import median
 
-from .thresholds import AnomalyThresholds, GradientThresholds, Thresholds
+from .thresholds import GradientThresholds, Thresholds
 
 # Activation kinds: how a layer's output is judged.
 RELU = "relu"          # ReLU, ReLU6: dies (units output exactly zero)
@@ -91,25 +91,6 @@ class History:
         return max(self.grad.median, early)
 
 
-def anomaly(rms: float, sparsity: float | None, hist: History, th: AnomalyThresholds) -> dict | None:
-    """A sudden shift of magnitude (rms) or sparsity against the layer's own recent median.
-
-    Relative to the layer itself, so layers of any scale, BatchNorm outputs and Dropout's
-    zeros (a steady share) do not trigger it; only a jump between steps does."""
-    log_rms = hist.log_rms
-    if log_rms.size < th.warmup:
-        return None
-    med = log_rms.median
-    shift = math.log(rms + _TINY) - med
-    if abs(shift) > math.log(th.magnitude_factor):
-        return {"rms_median": math.exp(med), "rms_ratio": math.exp(shift)}
-    if sparsity is not None and hist.sparsity.size >= th.warmup:
-        sp_med = hist.sparsity.median
-        if abs(sparsity - sp_med) > th.sparsity_jump:
-            return {"sparsity_median": sp_med, "sparsity_shift": sparsity - sp_med}
-    return None
-
-
 def activation_state(kind: str, rms: float, hist: History, th: Thresholds, inactive: float | None = None,
                      saturated: float | None = None, input_dead: float | None = None) -> tuple[str, dict]:
     """(state, extra evidence) for one layer's activation numbers at one step.
@@ -129,9 +110,17 @@ def activation_state(kind: str, rms: float, hist: History, th: Thresholds, inact
         return "dead", {"observed": "input"}
     if saturated is not None and kind in _SQUASHING and saturated >= getattr(th, kind).saturated_ratio:
         return "saturated", {}
-    shift = anomaly(rms, inactive, hist, th.anomaly)
-    if shift is not None:
-        return "anomalous", shift
+    # ANOMALOUS: a sudden shift of magnitude or sparsity against the layer's own recent
+    # median. Relative to the layer itself, so layers of any scale, BatchNorm outputs and
+    # Dropout's zeros (a steady share) do not trigger it; only a jump between steps does.
+    an, recent = th.anomaly, hist.log_rms
+    if recent.size >= an.warmup:
+        shift = math.log(rms + _TINY) - recent.median
+        if abs(shift) > math.log(an.magnitude_factor):
+            return "anomalous", {"rms_median": math.exp(recent.median), "rms_ratio": math.exp(shift)}
+        sp = hist.sparsity
+        if inactive is not None and sp.size >= an.warmup and abs(inactive - sp.median) > an.sparsity_jump:
+            return "anomalous", {"sparsity_median": sp.median, "sparsity_shift": inactive - sp.median}
     return "normal", {}
 
 
