@@ -74,6 +74,9 @@ def test_smooth_tail_and_saturation_of_squashing_kinds():
         acc.add_output(y, k, False)
     v = run(accs, [SMOOTH, SIGMOID, TANH])
     assert v[("units", 0)] == 9
+    # the tail is a threshold: units whose maximum stays at or below it count as inactive
+    assert run(accs[:1], [SMOOTH], tail=-1.0)[("units", 0)] == 0
+    assert run(accs[:1], [SMOOTH], tail=100.0)[("units", 0)] == 10
     assert v[("sat", 1)] == 8
     assert v[("sat", 2)] == 3
     # reference: tanh mean derivative per unit
@@ -146,3 +149,12 @@ def test_output_changed_in_place_before_the_step_end_stops_deferral():
     acc.reset()
     acc.add_output(torch.randn(8, 16), PARAM, False, defer=True)
     assert acc.watch == [] and acc.norms[0].dim() == 0, "normed at once from then on"
+
+
+def test_dead_units_of_a_wide_half_precision_layer_are_counted_exactly():
+    torch.manual_seed(0)
+    y = (torch.rand(4, 3002) + 0.1).half()     # 3002 units, all active ...
+    y[:, 7] = 0                                 # ... but one: 3001 is not a float16 number
+    acc = Accumulator()
+    acc.add_output(y, RELU, False)
+    assert run([acc], [RELU])[("units", 0)] == 1
