@@ -82,7 +82,7 @@ class Monitor:
         self.step = 0                         # index of the step being observed
         self.steps = 0                        # completed steps
         self._recs: dict = {}                 # id(module) -> LayerRec | Skipped
-        self._names: dict = {}                # id(module) -> layer name
+        self._names: dict = {}                # id(module) -> (weakref, layer name)
         self._roots: dict = {}                # id(outermost module) -> weakref
         self._owners: dict = {}               # id(parameter) -> LayerRec
         self._allowed = None if model is None else {id(m) for m in model.modules()}
@@ -301,17 +301,19 @@ class Monitor:
         has_params = any(p.requires_grad for p in module.parameters(recurse=False))
         if not leaf and not has_params:
             return self._skip(module)
-        if not has_params and self._names and id(module) not in self._names:
+        if not has_params and self._names and self._name(module) is None:
             # Not part of any model called so far: a module made anew in each forward
             # (nn.ReLU()(x)); tracking each copy would grow without bound. The next layer's
             # input check still sees what it did.
             return self._skip(module)
         rec = LayerRec(module, kind_of(module) if leaf else OTHER, leaf, self.th)
         self._recs[id(module)] = rec
-        if id(module) not in self._names:
+        if self._name(module) is None:
             self._unnamed_seen = True
         for p in module.parameters(recurse=False):
-            self._owners.setdefault(id(p), rec)
+            owner = self._owners.get(id(p))
+            if owner is None or owner.ref() is None:    # (an id once a parameter of a module now gone)
+                self._owners[id(p)] = rec
         return rec
 
     def _is_root(self, module) -> bool:
@@ -326,6 +328,8 @@ class Monitor:
         """Forget modules that were garbage-collected (e.g. created anew in each forward)."""
         self._recs = {k: r for k, r in self._recs.items() if r.ref() is not None}
         self._roots = {k: r for k, r in self._roots.items() if r() is not None}
+        self._names = {k: e for k, e in self._names.items() if e[0]() is not None}
+        self._owners = {k: r for k, r in self._owners.items() if r.ref() is not None}
 
     def _find_compiled_roots(self) -> None:
         """A model compiled in place (model.compile()) runs even its own hooks inside the
@@ -348,12 +352,12 @@ class Monitor:
     def _add_root(self, root):
         self._roots[id(root)] = weakref.ref(root)
         names = naming.qualified_names(root)
-        inner = [i for i in names if i in self._roots and i != id(root)]
-        if id(root) in self._names and not inner:
+        inner = [i for i in names if i != id(root) and i in self._roots and self._roots[i]() is not None]
+        if self._name(root) is not None and not inner:
             return          # a submodule of a module already called: keeps its name there
-        taken = {n for i, n in self._names.items() if i not in names}
+        taken = {n for i, (_, n) in self._names.items() if i not in names}
         names = naming.prefixed(names, root, taken)
-        self._names.update(names)
+        self._names.update({id(m): (weakref.ref(m), names[id(m)]) for m in root.modules()})
         layers = []
         for module in root.modules():
             rec = self._recs.get(id(module))
@@ -367,11 +371,16 @@ class Monitor:
         self.emit({"event": "model", "step": self.step, "root": type(naming.unwrap(root)).__name__,
                    "layers": layers})
 
+    def _name(self, module) -> str | None:
+        """The layer name of `module`, if it has one (ids of modules gone are reused)."""
+        entry = self._names.get(id(module))
+        return entry[1] if entry is not None and entry[0]() is module else None
+
     def name_of(self, rec: LayerRec) -> str:
-        if rec.ref is not None:
-            module = rec.ref()
-            if module is not None and id(module) in self._names:
-                return self._names[id(module)]
+        module = rec.ref() if rec.ref is not None else None
+        name = self._name(module) if module is not None else None
+        if name is not None:
+            return name
         if rec.fallback_name is None:
             self._unnamed += 1
             rec.fallback_name = f"{rec.module_type}#{self._unnamed}"

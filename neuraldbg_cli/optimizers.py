@@ -16,10 +16,10 @@ class OptimizerWatch:
         self.emit = emit
         self.primary = None               # weakref to the optimizer whose step ends a step
         self._stepped: dict = {}          # id(optimizer) -> steps in the current window
-        self._names: dict = {}            # id(optimizer) -> (class name, index)
+        self._names: dict = {}            # id(optimizer) -> (weakref, class name, index)
+        self._seen = 0                    # optimizers seen so far (the next one's index)
         self._lrs: dict = {}              # id(optimizer) -> learning rates last written
-        # optimizer -> parameter layout (see grad_norms); goes with its optimizer
-        self._cache = weakref.WeakKeyDictionary()
+        self._cache: dict = {}            # id(optimizer) -> (weakref, parameter layout)
 
     def paces(self, opt) -> bool:
         """Count a step of `opt`; True when it is the optimizer whose steps end steps: the
@@ -39,8 +39,11 @@ class OptimizerWatch:
         """An hparams event the first time, and when a learning rate moves by over 10%
         from the value last written (schedules stay a handful of events, not one a step)."""
         key = id(opt)
-        if key not in self._names:
-            self._names[key] = (type(opt).__name__, len(self._names))
+        entry = self._names.get(key)
+        if entry is None or entry[0]() is not opt:      # new (perhaps at a gone one's id)
+            self._names[key] = (weakref.ref(opt), type(opt).__name__, self._seen)
+            self._seen += 1
+            self._lrs.pop(key, None)
         lrs = [float(g["lr"]) for g in opt.param_groups if "lr" in g]
         prev = self._lrs.get(key)
         if lrs == prev:
@@ -49,7 +52,7 @@ class OptimizerWatch:
                 abs(a - b) <= _LR_CHANGE * max(abs(b), 1e-30) for a, b in zip(lrs, prev)):
             return
         self._lrs[key] = lrs
-        name, index = self._names[key]
+        _, name, index = self._names[key]
         event = {"event": "hparams", "step": step, "optimizer": name,
                  "optimizer_index": index, "lr": lrs, "previous_lr": prev}
         if prev is None:
@@ -66,10 +69,12 @@ class OptimizerWatch:
         a layer's norms are combined on the host, after the step's one read.
         raw: dense float32 gradients are returned as they are, for the caller to norm (now)."""
         key = (len(owners), *_groups_key(opt))
-        cached = self._cache.get(opt)
-        if cached is None or cached[0] != key:
-            cached = self._cache[opt] = (key, *_layout(opt, owners))
-        _, params, groups, device, mixed = cached
+        entry = self._cache.get(id(opt))
+        if entry is None or entry[0]() is not opt or entry[1][0] != key:
+            # (entries of optimizers that are gone go too: a layout holds their parameters)
+            self._cache = {k: e for k, e in self._cache.items() if e[0]() is not None}
+            entry = self._cache[id(opt)] = (weakref.ref(opt), (key, *_layout(opt, owners)))
+        _, params, groups, device, mixed = entry[1]
         grads = [p.grad for p in params]
         if any(g is None for g in grads):       # some parameters without a gradient this step
             present = [p for p, g in zip(params, grads) if g is not None]

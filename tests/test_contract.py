@@ -231,3 +231,26 @@ def test_a_layer_first_trained_later_has_its_gradient_observed_from_then(tmp_pat
     first = {e["layer"]: e["step"] for e in events(tmp_path / "t.jsonl")
              if e["event"] == "transition" and e["signal"] == "gradient" and e["from"] is None}
     assert first == {"body": 0, "a": 0, "b": 3}
+
+
+def test_a_model_and_optimizer_dropped_between_phases_are_released(tmp_path):
+    import gc
+    import weakref
+
+    x, y = torch.randn(8, 4), torch.randn(8, 1)
+    with NeuralDbg(trace=str(tmp_path / "t.jsonl")):
+        first = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 1))
+        train(first, x, y, 3, torch.optim.SGD(first.parameters(), lr=0.01))
+        gone = weakref.ref(first[0].weight)
+        del first
+        second = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 1))
+        train(second, x, y, 3, torch.optim.SGD(second.parameters(), lr=0.01))
+        gc.collect()
+        assert gone() is None, "the monitor keeps the first phase's parameters alive"
+    evs = events(tmp_path / "t.jsonl")
+    models = [e for e in evs if e["event"] == "model"]
+    assert [m["step"] for m in models] == [0, 3]
+    second_names = {layer["name"] for layer in models[1]["layers"]}
+    later = {e["layer"] for e in evs if e["event"] == "transition" and e["step"] >= 3}
+    assert later and later <= second_names | {"(input)"}, later
+    assert len([e for e in evs if e["event"] == "hparams"]) == 2
