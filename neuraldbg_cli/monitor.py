@@ -311,8 +311,8 @@ class Monitor:
         if self._name(module) is None:
             self._unnamed_seen = True
         for p in module.parameters(recurse=False):
-            owner = self._owners.get(id(p))
-            if owner is None or owner.ref() is None:    # (an id once a parameter of a module now gone)
+            owner = self._owners.get(id(p))     # (its id may be that of a parameter gone)
+            if owner is None or owner.ref() is None:
                 self._owners[id(p)] = rec
         return rec
 
@@ -352,7 +352,8 @@ class Monitor:
     def _add_root(self, root):
         self._roots[id(root)] = weakref.ref(root)
         names = naming.qualified_names(root)
-        inner = [i for i in names if i != id(root) and i in self._roots and self._roots[i]() is not None]
+        inner = [i for i in names
+                 if i != id(root) and i in self._roots and self._roots[i]() is not None]
         if self._name(root) is not None and not inner:
             return          # a submodule of a module already called: keeps its name there
         taken = {n for i, (_, n) in self._names.items() if i not in names}
