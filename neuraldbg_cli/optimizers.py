@@ -19,6 +19,7 @@ class OptimizerWatch:
         self._names: dict = {}            # id(optimizer) -> (weakref, class name, index)
         self._seen = 0                    # optimizers seen so far (the next one's index)
         self._lrs: dict = {}              # id(optimizer) -> learning rates last written
+        self._stamps: dict = {}           # id(optimizer) -> its learning rates as last seen
         self._cache: dict = {}            # id(optimizer) -> (weakref, parameter layout)
 
     def paces(self, opt) -> bool:
@@ -44,7 +45,15 @@ class OptimizerWatch:
             self._names[key] = (weakref.ref(opt), type(opt).__name__, self._seen)
             self._seen += 1
             self._lrs.pop(key, None)
-        lrs = [float(g["lr"]) for g in opt.param_groups if "lr" in g]
+            self._stamps.pop(key, None)
+        raw = [g["lr"] for g in opt.param_groups if "lr" in g]
+        # A tensor learning rate (capturable and fused optimizers) is read only when it has
+        # changed: reading one on a GPU would wait for the device at every step.
+        stamp = [(id(v), v._version) if isinstance(v, torch.Tensor) else v for v in raw]
+        if stamp == self._stamps.get(key):
+            return
+        self._stamps[key] = stamp
+        lrs = [float(v) for v in raw]
         prev = self._lrs.get(key)
         if lrs == prev:
             return

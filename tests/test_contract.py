@@ -254,3 +254,26 @@ def test_a_model_and_optimizer_dropped_between_phases_are_released(tmp_path):
     later = {e["layer"] for e in evs if e["event"] == "transition" and e["step"] >= 3}
     assert later and later <= second_names | {"(input)"}, later
     assert len([e for e in evs if e["event"] == "hparams"]) == 2
+
+
+def test_a_tensor_learning_rate_is_recorded_when_it_changes(tmp_path):
+    reads = []
+
+    class Counted(torch.Tensor):        # counts host reads (each one a device sync on a GPU)
+        def __float__(self):
+            reads.append(1)
+            return super().__float__()
+
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 1))
+    opt = torch.optim.Adam(model.parameters(), lr=torch.tensor(0.01).as_subclass(Counted))
+
+    def schedule(step):
+        if step == 3:
+            opt.param_groups[0]["lr"].fill_(0.1)     # in place, as tensor schedules do
+    with NeuralDbg(trace=str(tmp_path / "t.jsonl")):
+        train(model, torch.randn(8, 4), torch.randn(8, 1), 6, opt, before_step=schedule)
+    hp = [(e["step"], round(e["lr"][0], 6)) for e in events(tmp_path / "t.jsonl")
+          if e["event"] == "hparams"]
+    assert hp == [(0, 0.01), (3, 0.1)], hp              # (float32 values, rounded)
+    assert len(reads) == 2, "read at every step, not only when it changed"
