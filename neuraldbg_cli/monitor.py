@@ -38,6 +38,7 @@ class Skipped:
     """Registry entry of a module that is not observed (a wrapper, a loss, a container)."""
 
     skip = True
+    reads_output = False
 
     def __init__(self, module):
         self.ref = weakref.ref(module)
@@ -53,12 +54,11 @@ class LayerRec:
         self.module_type = type(module).__name__ if module is not None else "input"
         self.kind = kind
         self.leaf = leaf
-        self.channel_first = isinstance(module, CHANNEL_FIRST)
+        self.reads_output = leaf        # containers only repeat their children's outputs
         # passes its input's zeros through (F.relu -> Dropout -> Linear): not a judge of them
         self.transparent = isinstance(module, TRANSPARENT)
         self.fallback_name = None
-        self.acc = Accumulator()
-        self.touched = False
+        self.acc = Accumulator(kind, isinstance(module, CHANNEL_FIRST))
         self.is_output = False
         self.hist = History(th.anomaly.window)
         self.act = SignalTracker(th.debounce_steps)
@@ -93,7 +93,7 @@ class Monitor:
         self._pending_end = False
         self._optimizers_created = 0
         self._optim = OptimizerWatch(emit)
-        self._grads: list = []                # per optimizer: (norms, layer groups) this step
+        self._grads: list = []                # per optimizer: (tensors, layer groups, normed)
         self._input = LayerRec(None, INPUT, True, thresholds)
         self._input.fallback_name = naming.INPUT
         self._unnamed = 0
@@ -189,25 +189,26 @@ class Monitor:
         rec = None
         try:    # a monitor fault must not end the user's run (try costs nothing until raised)
             if eager:
-                if self._depth > 0:
-                    self._depth -= 1
-                if self._depth == 0 and self._is_root(module):
-                    self._outermost_return(output)
+                depth = self._depth
+                if depth > 1:
+                    self._depth = depth - 1
+                else:
+                    self._depth = 0
+                    root = self._roots.get(id(module))
+                    if root is not None and root() is module:
+                        self._outermost_return(output)
             if not self._observing or not _grad_enabled() or not module.training:
                 return
             rec = self._recs.get(id(module))
             if rec is None or rec.ref() is not module:  # new, or an id reused by a new module
                 rec = self._register(module)
-            if rec.skip or not rec.leaf:
+            if not rec.reads_output:
                 return
-            if isinstance(output, _Tensor):             # the common case, without a call
-                y = output if output.is_floating_point() and output.numel() else None
-            else:
-                y = first_tensor(output)
-            if y is None:
-                return
+            y = output if isinstance(output, _Tensor) else first_tensor(output)
             acc = rec.acc
-            acc.add_output(y, rec.kind, rec.channel_first, eager)
+            first = not acc.numel                       # the layer's first call this step
+            if y is None or not acc.add_output(y, eager):
+                return
             if rec.kind == PARAM and args:
                 x = args[0]
                 # Data straight from the loader does not require grad: its zero features
@@ -215,14 +216,13 @@ class Monitor:
                 # is how F.relu(...) is seen), unless it is the very output of the layer
                 # observed just before, whose own numbers already judge it (eager only).
                 last = self._last_leaf if eager else None
-                if isinstance(x, torch.Tensor) and x.requires_grad and x.is_floating_point() \
-                        and not (last is not None and last[1] is x and not last[0].transparent):
-                    acc.add_input(x, rec.channel_first)
+                if not (last is not None and last[1] is x and not last[0].transparent) \
+                        and isinstance(x, _Tensor) and x.requires_grad and x.is_floating_point():
+                    acc.add_input(x)
                     self._inputs_checked = True
             if eager:
                 self._last_leaf = (rec, y)
-            if not rec.touched:
-                rec.touched = True
+            if first:
                 self._touched.append(rec)
         except Exception as e:  # noqa: BLE001
             if rec is None or rec.skip:
@@ -263,14 +263,15 @@ class Monitor:
             self._add_root_safely(module)
         x = first_tensor(args) if self._observing else None
         if x is not None and not self._input.skip:
+            first = not self._input.acc.numel
             try:
-                self._input.acc.add_norm_only(x, defer=True)
+                if not self._input.acc.add_output(x, defer=True):
+                    return
             except Exception as e:  # noqa: BLE001
                 self._input.skip = True
                 self._disable(None, self._input, e)
                 return
-            if not self._input.touched:
-                self._input.touched = True
+            if first:
                 self._touched.append(self._input)
 
     def _optimizer_stepped(self, opt, args, kwargs):
@@ -315,10 +316,6 @@ class Monitor:
             if owner is None or owner.ref() is None:
                 self._owners[id(p)] = rec
         return rec
-
-    def _is_root(self, module) -> bool:
-        root = self._roots.get(id(module))
-        return root is not None and root() is module
 
     def _skip(self, module):
         entry = self._recs[id(module)] = Skipped(module)
@@ -427,15 +424,22 @@ class Monitor:
             for prev, rec in zip(recs, recs[1:]):
                 if rec.acc.inputs is not None and prev.kind in (RELU, SMOOTH):
                     rec.acc.inputs = None
-        numbers, grad_values = gather([r.acc for r in recs], [r.kind for r in recs], self.th.smooth.tail,
-                                      self._min_grads, [n for ns, _ in grads for n in ns])
-        for rec, nums in zip(recs, numbers):
-            self._classify_activation(rec, *nums)
+        # gradients to norm (raw) and norms already taken, each optimizer's in one of them
+        if len(grads) == 1:
+            ts, _, normed = grads[0]
+            raw, done = ([], ts) if normed else (ts, [])
+        else:
+            raw = [t for ts, _, normed in grads if not normed for t in ts]
+            done = [t for ts, _, normed in grads if normed for t in ts]
+        numbers, raw, done = gather([r.acc for r in recs], self.th.smooth.tail, self._min_grads,
+                                    raw, done)
+        for rec, (norm, inactive, input_dead, saturated) in zip(recs, numbers):
+            self._classify_activation(rec, norm, inactive, input_dead, saturated)
             rec.acc.reset()
-            rec.touched = False
-        for norms, groups in grads:
-            self._classify_gradients(groups, grad_values[:len(norms)])
-            grad_values = grad_values[len(norms):]
+        for ts, groups, normed in grads:
+            values = done if normed else raw
+            self._classify_gradients(groups, values[:len(ts)])
+            del values[:len(ts)]
         if complete:
             self.steps += 1
             self._optim.new_window()
@@ -446,13 +450,10 @@ class Monitor:
         self._depth = 0
         self._last_leaf = None
 
-    def _classify_activation(self, rec: LayerRec, norms, units, inputs, saturated) -> None:
+    def _classify_activation(self, rec: LayerRec, norm, inactive, input_dead, sat) -> None:
+        """norm: of the layer's outputs this step; the others: shares of units, or None."""
         acc, kind = rec.acc, rec.kind
-        norm = norms[0] if len(norms) == 1 else math.hypot(*norms)    # of all calls together
-        rms = norm / math.sqrt(acc.numel) if acc.numel and math.isfinite(norm) else norm
-        inactive = None if units is None else units / acc.units.numel()
-        sat = None if saturated is None else saturated / acc.usum.numel()
-        input_dead = None if inputs is None else inputs / acc.inputs.numel()
+        rms = norm / math.sqrt(acc.numel) if math.isfinite(norm) else norm
         # a saturating output sigmoid is a confident prediction: not judged as saturated
         state, extra = activation_state(kind, rms, rec.hist, self.th, inactive,
                                         None if rec.is_output else sat, input_dead)
@@ -474,10 +475,14 @@ class Monitor:
             self._write_transition(rec, "activation", t)
 
     def _classify_gradients(self, groups: list, values: list) -> None:
-        """groups: [(layer record, positions of its parameters' norms in `values`)]."""
+        """groups: [(layer record, positions of its parameters' norms in `values`: a slice,
+        or a tuple where they are not side by side)]."""
         # a layer's norm from its parameters' norms: the square root of their sum of squares
-        norms = [math.hypot(*[values[i] for i in idx]) for _, idx in groups]
-        top = max((n for n in norms if math.isfinite(n)), default=0.0)
+        norms = [math.hypot(*(values[at] if type(at) is slice else [values[i] for i in at]))
+                 for _, at in groups]
+        top = max(norms)            # the largest finite one: max passes over NaN unless first
+        if not math.isfinite(top):
+            top = max((n for n in norms if math.isfinite(n)), default=0.0)
         th = self.th
         for (rec, _), norm in zip(groups, norms):
             state, extra = gradient_state(norm, top, rec.hist, th)

@@ -6,6 +6,7 @@ import weakref
 
 import torch
 
+_F32 = torch.float32
 _LR_CHANGE = 0.10         # relative learning-rate change that is written as an hparams event
 
 
@@ -73,10 +74,11 @@ class OptimizerWatch:
         self.emit(event)
 
     def grad_norms(self, opt, owners: dict, raw: bool = False):
-        """([gradient norms as 0-d device tensors], [(layer record, (indices of its norms))])
-        for the parameters of `opt` that have a gradient and belong to an observed layer;
-        a layer's norms are combined on the host, after the step's one read.
-        raw: dense float32 gradients are returned as they are, for the caller to norm (now)."""
+        """(tensors, [(layer record, positions of its tensors)], normed) for the parameters of
+        `opt` that have a gradient and belong to an observed layer: the tensors are their
+        gradients' norms (0-d, on the device; normed True), or, with `raw` when all are dense
+        float32, the gradients themselves, for the caller to norm now (normed False). A
+        layer's norms are combined on the host, after the step's one read."""
         key = (len(owners), *_groups_key(opt))
         entry = self._cache.get(id(opt))
         if entry is None or entry[0]() is not opt or entry[1][0] != key:
@@ -85,22 +87,27 @@ class OptimizerWatch:
             entry = self._cache[id(opt)] = (weakref.ref(opt), (key, *_layout(opt, owners)))
         _, params, groups, device, mixed = entry[1]
         grads = [p.grad for p in params]
-        if any(g is None for g in grads):       # some parameters without a gradient this step
+        plain = True                            # all present, dense and float32
+        for g in grads:
+            if g is None or g.is_sparse or g.dtype is not _F32:
+                plain = False
+                break
+        if raw and plain:
+            return (grads, groups, False) if groups else None
+        if not plain and any(g is None for g in grads):     # some without a gradient this step
             present = [p for p, g in zip(params, grads) if g is not None]
             grads = [p.grad for p in present]
             groups = _groups(present, owners)
         if not groups:
             return None
         grads = [g.coalesce()._values() if g.is_sparse else g for g in grads]
-        if raw and all(g.dtype == torch.float32 for g in grads):
-            return grads, groups
         if any(g.dtype == torch.float64 for g in grads):
             norms = [n.float() for n in torch._foreach_norm(grads, 2)]
         else:   # half-precision sums of squares would overflow
             norms = torch._foreach_norm(grads, 2, dtype=torch.float32)
         if mixed:
             norms = [n.to(device) for n in norms]
-        return list(norms), groups
+        return list(norms), groups, True
 
 
 def _groups_key(opt) -> tuple:
@@ -119,8 +126,11 @@ def _layout(opt, owners: dict):
 
 
 def _groups(params: list, owners: dict) -> list:
-    """[(layer record, (positions of its parameters in `params`))], in order of appearance."""
+    """[(layer record, positions of its parameters in `params`)], in order of appearance; the
+    positions as a slice where they are side by side (a layer's weight and bias, usually),
+    else as a tuple."""
     positions: dict = {}
     for i, p in enumerate(params):
         positions.setdefault(owners[id(p)], []).append(i)
-    return [(rec, tuple(idx)) for rec, idx in positions.items()]
+    return [(rec, slice(idx[0], idx[-1] + 1) if idx[-1] - idx[0] == len(idx) - 1 else tuple(idx))
+            for rec, idx in positions.items()]

@@ -40,18 +40,19 @@ class RollingMedian:
         self.median = math.nan
 
     def append(self, value: float) -> None:
-        s = self._sorted
-        if self.size == self._window:
-            i = self._next
-            del s[bisect_left(s, self._ring[i])]
-            self._ring[i] = value
-            self._next = (i + 1) % self._window
-        else:
-            self._ring.append(value)
-            self.size += 1
-        insort(s, value)
+        s, ring = self._sorted, self._ring
         n = self.size
-        self.median = s[n // 2] if n % 2 else (s[n // 2 - 1] + s[n // 2]) / 2
+        if n == self._window:
+            i = self._next
+            del s[bisect_left(s, ring[i])]
+            ring[i] = value
+            self._next = i + 1 if i + 1 < n else 0
+        else:
+            ring.append(value)
+            n = self.size = n + 1
+        insort(s, value)
+        h = n >> 1
+        self.median = s[h] if n & 1 else (s[h - 1] + s[h]) * 0.5
 
 
 class History:

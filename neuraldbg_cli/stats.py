@@ -8,6 +8,8 @@ the result at once, so a step costs one host read, not one per layer.
 """
 from __future__ import annotations
 
+import math
+
 import torch
 from torch import nn
 
@@ -30,6 +32,9 @@ TRANSPARENT = (nn.modules.dropout._DropoutNd, nn.Identity, nn.Flatten, nn.Unflat
                nn.modules.pooling._MaxPoolNd, nn.modules.pooling._AvgPoolNd,
                nn.modules.pooling._AdaptiveMaxPoolNd, nn.modules.pooling._AdaptiveAvgPoolNd)
 _F32 = torch.float32
+_Tensor = torch.Tensor
+_grad_enabled = torch.is_grad_enabled
+_set_grad_enabled = torch._C._set_grad_enabled
 _LOW = (torch.float16, torch.bfloat16)
 
 
@@ -81,70 +86,86 @@ def first_tensor(value):
     return None
 
 
-DEFER_MAX = 1 << 14     # elements: outputs this small are normed at the step end, in one call
+DEFER_MAX = 1 << 14     # elements: outputs this small are reduced at the step end, together
+_UNITS = (RELU, SMOOTH)     # kinds whose per-unit maxima tell inactive units
+_SQUASH = (SIGMOID, TANH)   # kinds whose per-unit mean derivative tells saturated units
+_PER_UNIT = _UNITS + _SQUASH
 
 
 class Accumulator:
     """One layer's numbers for the current step; several calls (gradient accumulation,
     weight tying) combine: unit maxima by max, sums by addition.
 
-    `norms` holds 0-d norms, or, for small float32 outputs seen in eager mode, the (detached)
-    outputs themselves: the step end norms them all in one `_foreach_norm`, which for a model
-    of small layers costs less than one op per layer call. Should such an output be changed
-    in place before the step ends (an in-place ReLU after it), its version counter tells, and
-    that layer is normed at once from then on."""
+    In eager mode, small float32 outputs are *held* (with their version counter) rather than
+    reduced: the step end reduces them all together, one `_foreach_norm` for every layer,
+    which for a model of small layers costs less than one op per layer call. Should a held
+    output be changed in place before the step ends (an in-place ReLU after its layer), its
+    version counter tells, and that layer is reduced at once from then on. Anything else
+    (large, half precision, compiled, sigmoid/tanh) is reduced at once into 0-d norms and
+    per-unit vectors, so no large tensor is kept."""
 
-    __slots__ = ("norms", "numel", "units", "usum", "usq", "per_unit", "inputs", "watch", "defer_ok")
+    __slots__ = ("kind", "channel_first", "defer_ok", "held", "norms", "numel", "units", "usum",
+                 "usq", "per_unit", "inputs")
 
-    def __init__(self):
-        self.defer_ok = True
-        self.reset()
-
-    def reset(self):
-        self.norms = []
-        self.watch = []        # (deferred output, its version when seen)
+    def __init__(self, kind: str = OTHER, channel_first: bool = False):
+        self.kind = kind
+        self.channel_first = channel_first
+        self.defer_ok = kind not in _SQUASH     # outputs may be held (sigmoid/tanh: never)
+        self.held = []         # (output, its version when seen): reduced at the step end
+        self.norms = []        # 0-d norms of outputs reduced at once
         self.numel = 0
         self.units = None      # per-unit max (ReLU/smooth kinds)
         self.usum = None       # per-unit sum (sigmoid/tanh)
         self.usq = None        # per-unit sum of squares (sigmoid/tanh)
-        self.per_unit = 0      # values per unit behind usum/usq
+        self.per_unit = 0      # values per unit behind usum/usq (restarts with usum)
         self.inputs = None     # per-unit max |input| (Linear/conv)
 
-    def _norm(self, y: torch.Tensor, defer: bool):
-        if defer and self.defer_ok and y.dtype == _F32 and y.numel() <= DEFER_MAX:
-            self.watch.append((y, y._version))
-            return y
-        return norm32(y)
+    def reset(self):
+        """For the next step; touches only what a step can have set (this runs for every
+        layer at every step)."""
+        self.held = []
+        self.norms = []
+        self.numel = 0
+        if self.units is not None or self.usum is not None or self.inputs is not None:
+            self.units = self.usum = self.usq = self.inputs = None
 
-    def add_output(self, y: torch.Tensor, kind: str, channel_first: bool, defer: bool = False) -> None:
+    def add_output(self, y: torch.Tensor, defer: bool = False) -> bool:
+        """Account for one output; False (and nothing kept) when it is empty or not
+        floating-point. defer: the caller runs eagerly, so `y` may be held until the step end."""
+        if defer and self.defer_ok and y.dtype is _F32 and type(y) is _Tensor:
+            n = y.numel()               # (a subclass is reduced at once, by its own rules)
+            if 0 < n <= DEFER_MAX:
+                self.numel += n
+                self.held.append((y, y._version))
+                return True
+        elif not y.is_floating_point():
+            return False
+        n = y.numel()
+        if not n:
+            return False
+        self.numel += n
+        kind = self.kind
         y = y.detach()      # reductions must not grow the autograd graph
-        if kind == OTHER or kind == PARAM:
-            self.norms.append(self._norm(y, defer))
-            self.numel += y.numel()
-            return
-        dims = unit_dims(y, channel_first)
-        if dims is not None and kind in (SIGMOID, TANH):
+        dims = unit_dims(y, self.channel_first) if kind in _PER_UNIT else None
+        if dims is None:
+            self.norms.append(norm32(y))
+        elif kind in _SQUASH:
             s = y.sum(dims, dtype=_F32)
             q = norm32(y, 2, dims).square()
             same = self.usum is not None and self.usum.shape == s.shape
             self.usum = self.usum + s if same else s
             self.usq = self.usq + q if same else q
-            self.per_unit = (self.per_unit if same else 0) + y.numel() // s.numel()
+            self.per_unit = (self.per_unit if same else 0) + n // s.numel()
             self.norms.append(q.sum().sqrt())
         else:
-            if dims is not None:
-                self.units = _combine_max(self.units, y.amax(dims))
-            self.norms.append(self._norm(y, defer))
-        self.numel += y.numel()
+            self.units = _combine_max(self.units, y.amax(dims))
+            self.norms.append(norm32(y))
+        return True
 
-    def add_input(self, x: torch.Tensor, channel_first: bool) -> None:
-        dims = unit_dims(x, channel_first)
+    def add_input(self, x: torch.Tensor) -> None:
+        dims = unit_dims(x, self.channel_first)
         if dims is not None:
             self.inputs = _combine_max(self.inputs, norm32(x.detach(), float("inf"), dims))
-
-    def add_norm_only(self, x: torch.Tensor, defer: bool = False) -> None:
-        self.norms.append(self._norm(x.detach(), defer))
-        self.numel += x.numel()
 
 
 def _combine_max(prev, new):
@@ -153,56 +174,81 @@ def _combine_max(prev, new):
     return torch.maximum(prev, new)
 
 
-def gather(layers: list, kinds: list, smooth_tail: float, min_grads: dict, extra: list) -> tuple:
-    """Reduce the accumulators of `layers` (with their kinds) plus `extra` (0-d norms, or
-    float32 tensors to take the norm of) to plain numbers, read at once. Returns (per-layer
-    numbers, extra values): per layer a tuple (list of per-call norms, inactive units,
-    all-zero input units, saturated units), the counts None where not measured; the norms of
-    `extra` as one list, in order.
+def gather(layers: list, smooth_tail: float, min_grads: dict, grads: list = (),
+           grad_norms: list = ()) -> tuple:
+    """Reduce the accumulators `layers`, and take the norms of the tensors `grads`, all at
+    once. Returns ([per layer: (norm, inactive, input_dead, saturated)], [norms of `grads`],
+    [values of the 0-d `grad_norms`]): a layer's norm is that of all its calls together; the
+    others are shares of its units, None where not measured.
 
     A step costs two `_foreach_norm` calls and one read, whatever the number of layers: the
-    L2 norms still to take, and the L0 "norms" (nonzero counts) of every per-unit vector whose
-    zeros are its inactive units."""
-    scalars, vecs, sat, where = [], [], [], []
-    for acc, kind in zip(layers, kinds):
-        for t, version in acc.watch:
-            if t._version != version:
-                acc.defer_ok = False
-        units = inputs = saturated = None           # positions in `vecs` and `sat`
-        if acc.units is not None:
-            # a unit is inactive when its maximum is <= 0 (ReLU) or <= the tail (smooth
-            # kinds); counted in float32, as a half-precision count is not exact beyond 2048
-            v = acc.units if acc.units.dtype == _F32 else acc.units.float()
-            if kind == SMOOTH:
-                v = torch.relu(v - smooth_tail if smooth_tail else v)
-            units = len(vecs)
-            vecs.append(v)
-        if acc.inputs is not None:
-            inputs = len(vecs)
-            vecs.append(acc.inputs)                 # max |input| per unit: 0 if never active
-        if acc.usum is not None:
-            mean, meansq = acc.usum / acc.per_unit, acc.usq / acc.per_unit
-            deriv = (mean - meansq) / 0.25 if kind == SIGMOID else 1.0 - meansq
-            saturated = len(sat)
-            sat.append((deriv < min_grads[kind]).sum())
-        where.append((len(scalars), len(acc.norms), units, inputs, saturated))
-        scalars += acc.norms
-    n_norms = len(scalars)
-    scalars += extra
-    todo = [i for i, t in enumerate(scalars) if t.dim()]
-    if todo:
-        for i, n in zip(todo, torch._foreach_norm([scalars[i] for i in todo])):
-            scalars[i] = n
-    tensors = scalars + (list(torch._foreach_norm(vecs, 0)) if vecs else []) + sat
+    L2 norms of the held outputs and of `grads`, and the L0 "norms" (nonzero counts) of every
+    per-unit vector whose zeros are its inactive units."""
+    ready, pending, vecs, sat, where = [], [], [], [], []
+    grad_mode = _grad_enabled()
+    _set_grad_enabled(False)    # held outputs may require grad: no graph for their reductions
+    try:
+        for acc in layers:
+            kind, units, first = acc.kind, acc.units, len(pending)
+            for y, version in acc.held:
+                if y._version != version:
+                    acc.defer_ok = False        # changed in place since: reduced at once from now
+                pending.append(y)
+                if kind in _UNITS:
+                    dims = unit_dims(y, acc.channel_first)
+                    if dims is not None:
+                        units = _combine_max(units, y.amax(dims))
+            u = i = s = None                    # positions in `vecs` and `sat`
+            if units is not None:
+                acc.units = units
+                # a unit is inactive when its maximum is <= 0 (ReLU) or <= the tail (smooth
+                # kinds); counted in float32, as a half-precision count is not exact beyond 2048
+                v = units if units.dtype == _F32 else units.float()
+                if kind == SMOOTH:
+                    v = torch.relu(v - smooth_tail if smooth_tail else v)
+                u = len(vecs)
+                vecs.append(v)
+            if acc.inputs is not None:
+                i = len(vecs)
+                vecs.append(acc.inputs)         # max |input| per unit: 0 if never active
+            if acc.usum is not None:
+                mean, meansq = acc.usum / acc.per_unit, acc.usq / acc.per_unit
+                deriv = (mean - meansq) / 0.25 if kind == SIGMOID else 1.0 - meansq
+                s = len(sat)
+                sat.append(((deriv < min_grads[kind]).sum(), deriv.numel()))
+            norms = acc.norms
+            where.append((len(ready), len(norms), first, len(pending) - first, u, i, s))
+            if norms:
+                ready += norms
+        n_ready, n_held = len(ready), len(pending)
+        pending += grads
+        tensors = ready + grad_norms if grad_norms else ready
+        if pending:
+            tensors += torch._foreach_norm(pending)
+        if vecs:
+            tensors += torch._foreach_norm(vecs, 0)
+        if sat:
+            tensors += [n for n, _ in sat]
+    finally:
+        _set_grad_enabled(grad_mode)
     if not tensors:
-        return [], []
+        return [], [], []
     values = _read(tensors)
-    counts = [v.numel() - n for v, n in zip(vecs, values[len(scalars):])]   # nonzero -> inactive
-    sats = values[len(scalars) + len(vecs):]
-    out = [(values[start:start + k], None if u is None else counts[u],
-            None if i is None else counts[i], None if s is None else sats[s])
-           for start, k, u, i, s in where]
-    return out, values[n_norms:len(scalars)]
+    done = n_ready + len(grad_norms)
+    at = done + len(pending)
+    # shares of units: the inactive ones are those not counted as nonzero
+    shares = [(k - n) / k for k, n in zip([v.numel() for v in vecs], values[at:])] if vecs else ()
+    at += len(vecs)
+    sats = [n / k for (_, k), n in zip(sat, values[at:])]
+    out = []
+    for r, k, p, m, u, i, s in where:
+        if k + m == 1:                          # one call, the common case
+            norm = values[r] if k else values[done + p]
+        else:                                   # of all calls together
+            norm = math.hypot(*values[r:r + k], *values[done + p:done + p + m])
+        out.append((norm, None if u is None else shares[u], None if i is None else shares[i],
+                    None if s is None else sats[s]))
+    return out, values[done + n_held:done + len(pending)], values[n_ready:done]
 
 
 def _read(tensors: list) -> list:

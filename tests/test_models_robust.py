@@ -217,6 +217,31 @@ def test_odd_outputs_tuple_dict_dataclass_none_int_empty(tmp_path):
     assert not [e for e in events if e["event"] == "warning"]
 
 
+def test_a_module_with_a_scalar_output_of_either_sign(tmp_path):
+    """A custom module returning a 0-d tensor (a penalty, a mean): judged by its magnitude;
+    a negative value is not a negative norm, and nothing is switched off."""
+    class Offset(nn.Module):
+        def forward(self, h):
+            return h.mean() - 5.0
+
+    class M(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = nn.Linear(4, 1)
+            self.offset = Offset()
+
+        def forward(self, x):
+            out = self.fc(x)
+            return out + 0.0 * self.offset(out)
+
+    model = M()
+    x, y = torch.randn(8, 4), torch.randn(8, 1)
+    dbg, events = observe(tmp_path, model, lambda: sgd_loop(model, x, y, steps=12))
+    assert not [e for e in events if e["event"] == "warning"]
+    offset = [t for t in dbg.transitions if t["layer"] == "offset"]
+    assert [t["to"] for t in offset] == ["normal"] and offset[0]["stats"]["rms"] > 4.0
+
+
 def test_hf_style_output_ordered_dict_dataclass(tmp_path):
     class M(nn.Module):
         def __init__(self):

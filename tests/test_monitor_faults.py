@@ -74,11 +74,11 @@ def test_fault_in_one_layer_type_switches_off_that_layer_only(tmp_path, capsys, 
     original = stats_mod.Accumulator.add_output
     calls = {"tanh": 0}
 
-    def faulty(self, y, kind, channel_first, *rest):
-        if kind == "tanh":
+    def faulty(self, y, *rest, **kwargs):
+        if self.kind == "tanh":
             calls["tanh"] += 1
             raise RuntimeError("injected fault")
-        return original(self, y, kind, channel_first, *rest)
+        return original(self, y, *rest, **kwargs)
 
     monkeypatch.setattr(stats_mod.Accumulator, "add_output", faulty)
     model, x, y = model_and_data()
@@ -104,7 +104,7 @@ def test_fault_in_one_layer_type_switches_off_that_layer_only(tmp_path, capsys, 
 
 def test_fault_in_add_input_switches_off_that_layer_only(tmp_path, capsys, monkeypatch):
     """A fault in the input check of Linear layers fed by a functional relu."""
-    def faulty(self, x, channel_first):
+    def faulty(self, x):
         raise ValueError("input fault")
 
     monkeypatch.setattr(stats_mod.Accumulator, "add_input", faulty)
@@ -159,10 +159,14 @@ def test_fault_in_step_reduction_does_not_end_training(tmp_path, capsys, monkeyp
 
 def test_fault_in_input_norm_warns_once(tmp_path, capsys, monkeypatch):
     """The pseudo-layer (input) fails at every step: one warning, not one per step."""
-    def faulty(self, x, *rest, **kwargs):
-        raise RuntimeError("input norm fault")
+    original = stats_mod.Accumulator.add_output
 
-    monkeypatch.setattr(stats_mod.Accumulator, "add_norm_only", faulty)
+    def faulty(self, x, *rest, **kwargs):
+        if self.kind == "input":
+            raise RuntimeError("input norm fault")
+        return original(self, x, *rest, **kwargs)
+
+    monkeypatch.setattr(stats_mod.Accumulator, "add_output", faulty)
     model, x, y = model_and_data()
     trace = tmp_path / "t.jsonl"
     with NeuralDbg(model, trace=str(trace)) as dbg:

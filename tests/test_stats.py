@@ -11,15 +11,17 @@ from neuraldbg_cli.stats import Accumulator, first_tensor, gather, kind_of, unit
 MIN_GRADS = {SIGMOID: 0.05, TANH: 0.05}
 
 
-def run(accs, kinds, tail=0.0, extra=None):
-    """gather, re-keyed for the asserts: ("norm", i), ("units", i), ("inputs", i), ("sat", i)."""
-    numbers, rest = gather(accs, kinds, tail, MIN_GRADS, extra or [])
-    out = {"extra": rest}
-    for i, (norms, units, inputs, sat) in enumerate(numbers):
-        out[("norm", i)] = norms
-        for key, v in (("units", units), ("inputs", inputs), ("sat", sat)):
+def run(accs, tail=0.0, grads=(), grad_norms=()):
+    """gather, re-keyed for the asserts: ("norm", i), ("units", i), ("inputs", i), ("sat", i)
+    (shares of units turned back into counts), "grads", "grad_norms"."""
+    numbers, normed, read = gather(accs, tail, MIN_GRADS, list(grads), list(grad_norms))
+    out = {"grads": normed, "grad_norms": read}
+    for i, (acc, (norm, units, inputs, sat)) in enumerate(zip(accs, numbers)):
+        out[("norm", i)] = norm
+        for key, v, vec in (("units", units, acc.units), ("inputs", inputs, acc.inputs),
+                            ("sat", sat, acc.usum)):
             if v is not None:
-                out[(key, i)] = v
+                out[(key, i)] = round(v * vec.numel())
     return out
 
 
@@ -34,49 +36,50 @@ def test_relu_dead_units_features_and_channels():
     y[:, :7] = 0
     conv = torch.relu(torch.randn(4, 6, 5, 5))
     conv[:, 2] = 0
-    a, b = Accumulator(), Accumulator()
-    a.add_output(y, RELU, False)
-    b.add_output(conv, RELU, True)
-    v = run([a, b], [RELU, RELU])
+    a, b = Accumulator(RELU), Accumulator(RELU, channel_first=True)
+    a.add_output(y)
+    b.add_output(conv)
+    v = run([a, b])
     assert v[("units", 0)] == dead_units_reference(y, 1) == 7
     assert v[("units", 1)] == dead_units_reference(conv, 1) == 1
-    assert v[("norm", 0)][0] == pytest.approx(float(y.norm()), rel=1e-5)
+    assert v[("norm", 0)] == pytest.approx(float(y.norm()), rel=1e-5)
 
 
 def test_sequence_units_are_the_last_dim():
     y = torch.relu(torch.randn(2, 5, 8))
     y[..., :3] = 0
-    acc = Accumulator()
-    acc.add_output(y, RELU, False)
+    acc = Accumulator(RELU)
+    acc.add_output(y)
     assert acc.units.shape == (8,)
-    assert run([acc], [RELU])[("units", 0)] == 3
+    assert run([acc])[("units", 0)] == 3
 
 
 def test_accumulation_over_calls_needs_a_unit_dead_in_every_call():
-    a = Accumulator()
     y1 = torch.zeros(4, 3)
     y1[:, 0] = 1.0
     y2 = torch.zeros(4, 3)
-    y2[:, 1] = 1.0
-    a.add_output(y1, RELU, False)
-    a.add_output(y2, RELU, False)
-    v = run([a], [RELU])
-    assert v[("units", 0)] == 1            # only unit 2 was zero in both calls
-    assert len(v[("norm", 0)]) == 2 and a.numel == 24
+    y2[:, 1] = 2.0
+    for defer in (False, True):             # reduced at once, or held for the step end
+        a = Accumulator(RELU)
+        a.add_output(y1, defer)
+        a.add_output(y2, defer)
+        v = run([a])
+        assert v[("units", 0)] == 1            # only unit 2 was zero in both calls
+        assert v[("norm", 0)] == pytest.approx(math.hypot(2.0, 4.0)) and a.numel == 24
 
 
 def test_smooth_tail_and_saturation_of_squashing_kinds():
     g = nn.functional.gelu(torch.cat([torch.full((16, 9), -6.0), torch.randn(16, 1) + 3], 1))
     s = torch.sigmoid(torch.cat([torch.full((16, 8), 12.0), torch.randn(16, 2) * 0.1], 1))
     t = torch.tanh(torch.cat([torch.full((16, 3), -9.0), torch.randn(16, 7) * 0.1], 1))
-    accs = [Accumulator(), Accumulator(), Accumulator()]
-    for acc, y, k in zip(accs, (g, s, t), (SMOOTH, SIGMOID, TANH)):
-        acc.add_output(y, k, False)
-    v = run(accs, [SMOOTH, SIGMOID, TANH])
+    accs = [Accumulator(SMOOTH), Accumulator(SIGMOID), Accumulator(TANH)]
+    for acc, y in zip(accs, (g, s, t)):
+        acc.add_output(y)
+    v = run(accs)
     assert v[("units", 0)] == 9
     # the tail is a threshold: units whose maximum stays at or below it count as inactive
-    assert run(accs[:1], [SMOOTH], tail=-1.0)[("units", 0)] == 0
-    assert run(accs[:1], [SMOOTH], tail=100.0)[("units", 0)] == 10
+    assert run(accs[:1], tail=-1.0)[("units", 0)] == 0
+    assert run(accs[:1], tail=100.0)[("units", 0)] == 10
     assert v[("sat", 1)] == 8
     assert v[("sat", 2)] == 3
     # reference: tanh mean derivative per unit
@@ -87,32 +90,44 @@ def test_smooth_tail_and_saturation_of_squashing_kinds():
 def test_input_dead_units_of_linear():
     x = torch.relu(torch.randn(8, 20))
     x[:, :19] = 0
-    acc = Accumulator()
-    acc.add_output(torch.randn(8, 4), PARAM, False)
-    acc.add_input(x, False)
-    assert run([acc], [PARAM])[("inputs", 0)] == 19
+    acc = Accumulator(PARAM)
+    acc.add_output(torch.randn(8, 4))
+    acc.add_input(x)
+    assert run([acc])[("inputs", 0)] == 19
 
 
 def test_nonfinite_propagates_through_the_norm():
     y = torch.randn(8, 4)
     y[3, 2] = float("nan")
-    acc = Accumulator()
-    acc.add_output(y, OTHER, False)
-    assert math.isnan(run([acc], [OTHER])[("norm", 0)][0])
+    for defer in (False, True):
+        acc = Accumulator(OTHER)
+        acc.add_output(y, defer)
+        assert math.isnan(run([acc])[("norm", 0)])
 
 
 def test_half_precision_is_reduced_in_float32():
     y = torch.full((64, 64), 300.0, dtype=torch.float16)   # sum of squares overflows fp16
-    acc = Accumulator()
-    acc.add_output(y, OTHER, False)
-    assert run([acc], [OTHER])[("norm", 0)][0] == pytest.approx(300.0 * 64)
+    acc = Accumulator(OTHER)
+    acc.add_output(y, defer=True)
+    assert not acc.held, "half precision is reduced at once, into float32"
+    assert run([acc])[("norm", 0)] == pytest.approx(300.0 * 64)
 
 
-def test_extra_tensors_ride_along_in_the_same_read():
-    acc = Accumulator()
-    acc.add_output(torch.ones(2, 2), OTHER, False)
-    v = run([acc], [OTHER], extra=[torch.tensor(1.0), torch.tensor(2.0)])
-    assert v["extra"] == [1.0, 2.0]
+def test_gradients_ride_along_in_the_same_read():
+    acc = Accumulator(OTHER)
+    acc.add_output(torch.ones(2, 2), defer=True)
+    grads = [torch.full((3, 4), 2.0), torch.tensor(-3.0)]       # a scalar parameter's, negative
+    v = run([acc], grads=grads, grad_norms=[torch.tensor(1.5)])
+    assert v["grads"] == pytest.approx([2.0 * math.sqrt(12), 3.0]) and v["grad_norms"] == [1.5]
+    assert v[("norm", 0)] == pytest.approx(2.0)
+
+
+def test_a_scalar_output_is_normed_not_read_as_it_is():
+    """A module returning a 0-d tensor (a custom penalty, x.mean()): its norm is |x|."""
+    for defer in (False, True):
+        acc = Accumulator(OTHER)
+        acc.add_output(torch.tensor(-4.0), defer)
+        assert run([acc])[("norm", 0)] == 4.0
 
 
 def test_kinds_units_and_outputs():
@@ -130,31 +145,40 @@ def test_kinds_units_and_outputs():
 def test_small_outputs_normed_at_step_end_equal_immediate_norms():
     torch.manual_seed(0)
     y = torch.randn(8, 16)
-    now, later = Accumulator(), Accumulator()
-    now.add_output(y, PARAM, False)
-    later.add_output(y, PARAM, False, defer=True)
-    assert later.watch and not now.watch
+    now, later = Accumulator(RELU), Accumulator(RELU)
+    now.add_output(y)
+    later.add_output(y, defer=True)
+    assert later.held and not now.held and later.units is None
     grad = torch.randn(16, 4)
-    a, b = run([now], [PARAM], extra=[torch.linalg.vector_norm(grad)]), run([later], [PARAM], extra=[grad])
-    assert a[("norm", 0)] == pytest.approx(b[("norm", 0)]) and a["extra"] == pytest.approx(b["extra"])
+    a, b = run([now], grad_norms=[torch.linalg.vector_norm(grad)]), run([later], grads=[grad])
+    assert a[("norm", 0)] == pytest.approx(b[("norm", 0)]) and a["grad_norms"] == pytest.approx(b["grads"])
+    assert a[("units", 0)] == b[("units", 0)]
+
+
+def test_a_held_output_that_requires_grad_adds_nothing_to_the_graph():
+    y = torch.randn(8, 16, requires_grad=True) * 1.0
+    acc = Accumulator(RELU)
+    acc.add_output(y, defer=True)
+    run([acc])
+    assert acc.units is not None and acc.units.grad_fn is None and not acc.units.requires_grad
 
 
 def test_output_changed_in_place_before_the_step_end_stops_deferral():
     y = torch.randn(8, 16)
-    acc = Accumulator()
-    acc.add_output(y, PARAM, False, defer=True)
+    acc = Accumulator(PARAM)
+    acc.add_output(y, defer=True)
     y.relu_()                              # e.g. nn.ReLU(inplace=True) after this layer
-    run([acc], [PARAM])
+    run([acc])
     assert acc.defer_ok is False
     acc.reset()
-    acc.add_output(torch.randn(8, 16), PARAM, False, defer=True)
-    assert acc.watch == [] and acc.norms[0].dim() == 0, "normed at once from then on"
+    acc.add_output(torch.randn(8, 16), defer=True)
+    assert acc.held == [] and acc.norms[0].dim() == 0, "normed at once from then on"
 
 
 def test_dead_units_of_a_wide_half_precision_layer_are_counted_exactly():
     torch.manual_seed(0)
     y = (torch.rand(4, 3002) + 0.1).half()     # 3002 units, all active ...
     y[:, 7] = 0                                 # ... but one: 3001 is not a float16 number
-    acc = Accumulator()
-    acc.add_output(y, RELU, False)
-    assert run([acc], [RELU])[("units", 0)] == 1
+    acc = Accumulator(RELU)
+    acc.add_output(y)
+    assert run([acc])[("units", 0)] == 1
