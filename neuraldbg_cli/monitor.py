@@ -233,7 +233,7 @@ class Monitor:
 
     def _outermost_return(self, output) -> None:
         last = self._last_leaf
-        if last is not None and first_tensor(output) is last[1] and not last[0].is_output:
+        if last is not None and not last[0].is_output and first_tensor(output) is last[1]:
             # The model's own output layer: a sigmoid there saturating is a confident
             # prediction, the aim of training, not a failure.
             last[0].is_output = True

@@ -117,7 +117,7 @@ def activation_state(kind: str, rms: float, hist: History, th: Thresholds, inact
     an, recent = th.anomaly, hist.log_rms
     if recent.size >= an.warmup:
         shift = math.log(rms + _TINY) - recent.median
-        if abs(shift) > math.log(an.magnitude_factor):
+        if abs(shift) > an.log_magnitude:
             return "anomalous", {"rms_median": math.exp(recent.median), "rms_ratio": math.exp(shift)}
         sp = hist.sparsity
         if inactive is not None and sp.size >= an.warmup and abs(inactive - sp.median) > an.sparsity_jump:

@@ -33,8 +33,6 @@ TRANSPARENT = (nn.modules.dropout._DropoutNd, nn.Identity, nn.Flatten, nn.Unflat
                nn.modules.pooling._AdaptiveMaxPoolNd, nn.modules.pooling._AdaptiveAvgPoolNd)
 _F32 = torch.float32
 _Tensor = torch.Tensor
-_grad_enabled = torch.is_grad_enabled
-_set_grad_enabled = torch._C._set_grad_enabled
 _LOW = (torch.float16, torch.bfloat16)
 
 
@@ -136,7 +134,9 @@ class Accumulator:
             n = y.numel()               # (a subclass is reduced at once, by its own rules)
             if 0 < n <= DEFER_MAX:
                 self.numel += n
-                self.held.append((y, y._version))
+                # detached: a held output must not keep its autograd graph (and the
+                # activations saved in it) alive until the step end
+                self.held.append((y.detach(), y._version))
                 return True
         elif not y.is_floating_point():
             return False
@@ -185,52 +185,47 @@ def gather(layers: list, smooth_tail: float, min_grads: dict, grads: list = (),
     L2 norms of the held outputs and of `grads`, and the L0 "norms" (nonzero counts) of every
     per-unit vector whose zeros are its inactive units."""
     ready, pending, vecs, sat, where = [], [], [], [], []
-    grad_mode = _grad_enabled()
-    _set_grad_enabled(False)    # held outputs may require grad: no graph for their reductions
-    try:
-        for acc in layers:
-            kind, units, first = acc.kind, acc.units, len(pending)
-            for y, version in acc.held:
-                if y._version != version:
-                    acc.defer_ok = False        # changed in place since: reduced at once from now
-                pending.append(y)
-                if kind in _UNITS:
-                    dims = unit_dims(y, acc.channel_first)
-                    if dims is not None:
-                        units = _combine_max(units, y.amax(dims))
-            u = i = s = None                    # positions in `vecs` and `sat`
-            if units is not None:
-                acc.units = units
-                # a unit is inactive when its maximum is <= 0 (ReLU) or <= the tail (smooth
-                # kinds); counted in float32, as a half-precision count is not exact beyond 2048
-                v = units if units.dtype == _F32 else units.float()
-                if kind == SMOOTH:
-                    v = torch.relu(v - smooth_tail if smooth_tail else v)
-                u = len(vecs)
-                vecs.append(v)
-            if acc.inputs is not None:
-                i = len(vecs)
-                vecs.append(acc.inputs)         # max |input| per unit: 0 if never active
-            if acc.usum is not None:
-                mean, meansq = acc.usum / acc.per_unit, acc.usq / acc.per_unit
-                deriv = (mean - meansq) / 0.25 if kind == SIGMOID else 1.0 - meansq
-                s = len(sat)
-                sat.append(((deriv < min_grads[kind]).sum(), deriv.numel()))
-            norms = acc.norms
-            where.append((len(ready), len(norms), first, len(pending) - first, u, i, s))
-            if norms:
-                ready += norms
-        n_ready, n_held = len(ready), len(pending)
-        pending += grads
-        tensors = ready + grad_norms if grad_norms else ready
-        if pending:
-            tensors += torch._foreach_norm(pending)
-        if vecs:
-            tensors += torch._foreach_norm(vecs, 0)
-        if sat:
-            tensors += [n for n, _ in sat]
-    finally:
-        _set_grad_enabled(grad_mode)
+    for acc in layers:
+        kind, units, first = acc.kind, acc.units, len(pending)
+        for y, version in acc.held:
+            if y._version != version:
+                acc.defer_ok = False        # changed in place since: reduced at once from now
+            pending.append(y)
+            if kind in _UNITS:
+                dims = unit_dims(y, acc.channel_first)
+                if dims is not None:
+                    units = _combine_max(units, y.amax(dims))
+        u = i = s = None                    # positions in `vecs` and `sat`
+        if units is not None:
+            acc.units = units
+            # a unit is inactive when its maximum is <= 0 (ReLU) or <= the tail (smooth
+            # kinds); counted in float32, as a half-precision count is not exact beyond 2048
+            v = units if units.dtype == _F32 else units.float()
+            if kind == SMOOTH:
+                v = torch.relu(v - smooth_tail if smooth_tail else v)
+            u = len(vecs)
+            vecs.append(v)
+        if acc.inputs is not None:
+            i = len(vecs)
+            vecs.append(acc.inputs)         # max |input| per unit: 0 if never active
+        if acc.usum is not None:
+            mean, meansq = acc.usum / acc.per_unit, acc.usq / acc.per_unit
+            deriv = (mean - meansq) / 0.25 if kind == SIGMOID else 1.0 - meansq
+            s = len(sat)
+            sat.append(((deriv < min_grads[kind]).sum(), deriv.numel()))
+        norms = acc.norms
+        where.append((len(ready), len(norms), first, len(pending) - first, u, i, s))
+        if norms:
+            ready += norms
+    n_ready, n_held = len(ready), len(pending)
+    pending += grads
+    tensors = ready + grad_norms if grad_norms else ready
+    if pending:
+        tensors += torch._foreach_norm(pending)
+    if vecs:
+        tensors += torch._foreach_norm(vecs, 0)
+    if sat:
+        tensors += [n for n, _ in sat]
     if not tensors:
         return [], [], []
     values = _read(tensors)

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from dataclasses import dataclass, field, fields
 from pathlib import Path
@@ -47,6 +48,11 @@ class AnomalyThresholds:
     warmup: int = 8
     magnitude_factor: float = 8.0
     sparsity_jump: float = 0.5
+
+    @functools.cached_property
+    def log_magnitude(self) -> float:
+        """log(magnitude_factor): shifts of rms are measured in log space."""
+        return math.log(self.magnitude_factor)
 
 
 @dataclass(frozen=True)

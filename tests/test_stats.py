@@ -155,10 +155,14 @@ def test_small_outputs_normed_at_step_end_equal_immediate_norms():
     assert a[("units", 0)] == b[("units", 0)]
 
 
-def test_a_held_output_that_requires_grad_adds_nothing_to_the_graph():
+def test_a_held_output_keeps_no_graph_alive_and_adds_nothing_to_it():
+    """Held until the step end, an output must not keep its autograd graph (and the
+    activations saved there) alive: a forward without a backward would pin them."""
     y = torch.randn(8, 16, requires_grad=True) * 1.0
     acc = Accumulator(RELU)
     acc.add_output(y, defer=True)
+    held = acc.held[0][0]
+    assert held.grad_fn is None and not held.requires_grad
     run([acc])
     assert acc.units is not None and acc.units.grad_fn is None and not acc.units.requires_grad
 
