@@ -433,9 +433,17 @@ class Monitor:
             done = [t for ts, _, normed in grads if normed for t in ts]
         numbers, raw, done = gather([r.acc for r in recs], self.th.smooth.tail, self._min_grads,
                                     raw, done)
-        for rec, (norm, inactive, input_dead, saturated) in zip(recs, numbers):
-            self._classify_activation(rec, norm, inactive, input_dead, saturated)
-            rec.acc.reset()
+        th = self.th
+        for rec, (norm, inactive, input_dead, sat) in zip(recs, numbers):
+            acc = rec.acc
+            rms = norm / math.sqrt(acc.numel) if math.isfinite(norm) else norm
+            # a saturating output sigmoid is a confident prediction: not judged as saturated
+            state, extra = activation_state(rec.kind, rms, rec.hist, th, inactive,
+                                            None if rec.is_output else sat, input_dead)
+            rec.hist.add_activation(rms, inactive)
+            if state != rec.act.steady:     # else nothing to write, no evidence to assemble
+                self._activation_changed(rec, state, extra, rms, inactive, input_dead, sat)
+            acc.reset()
         for ts, groups, normed in grads:
             values = done if normed else raw
             self._classify_gradients(groups, values[:len(ts)])
@@ -450,16 +458,9 @@ class Monitor:
         self._depth = 0
         self._last_leaf = None
 
-    def _classify_activation(self, rec: LayerRec, norm, inactive, input_dead, sat) -> None:
-        """norm: of the layer's outputs this step; the others: shares of units, or None."""
-        acc, kind = rec.acc, rec.kind
-        rms = norm / math.sqrt(acc.numel) if math.isfinite(norm) else norm
-        # a saturating output sigmoid is a confident prediction: not judged as saturated
-        state, extra = activation_state(kind, rms, rec.hist, self.th, inactive,
-                                        None if rec.is_output else sat, input_dead)
-        rec.hist.add_activation(rms, inactive)
-        if rec.act.settled(state):
-            return          # the common case: nothing to write, no evidence to assemble
+    def _activation_changed(self, rec: LayerRec, state, extra, rms, inactive, input_dead, sat):
+        """A layer's activation state differs from its steady one: update its tracker."""
+        kind, acc = rec.kind, rec.acc
         stats = {"rms": rms}
         if inactive is not None:
             stats["dead_ratio" if kind == RELU else "saturated_ratio"] = inactive
@@ -487,7 +488,7 @@ class Monitor:
         for (rec, _), norm in zip(groups, norms):
             state, extra = gradient_state(norm, top, rec.hist, th)
             rec.hist.add_gradient(norm)
-            if rec.grad.settled(state):
+            if state == rec.grad.steady:
                 continue
             urgent = extra.pop("urgent", False)
             stats = {"grad_norm": norm, "model_max_grad_norm": top, **extra}

@@ -6,7 +6,6 @@ device, and these functions decide, so every rule here is testable on hand-made 
 from __future__ import annotations
 
 import math
-from bisect import bisect_left, insort
 from statistics import median
 
 from .thresholds import GradientThresholds, Thresholds
@@ -25,34 +24,55 @@ _SQUASHING = (SMOOTH, SIGMOID, TANH)      # each kind is also its Thresholds att
 
 
 class RollingMedian:
-    """The last `window` values and their median, kept sorted as they come: a step costs a
-    bisect, not a sort of the window (this runs for every layer at every step). `size` and
-    `median` are plain attributes, kept up to date by `append`, for the same reason."""
+    """The last `window` values (a ring) and their median, known within bounds at little
+    cost: this runs for every layer at every step.
 
-    __slots__ = ("_ring", "_sorted", "_window", "_next", "size", "median")
+    Sorting is kept for when it matters. `median()` sorts the window and keeps the sorted
+    copy; once the window is full, each new value moves every rank of it by at most one, so
+    after j more values the median lies between the copy's ranks h-j and h+j (`bounds`). A
+    test that holds for every value between the bounds holds for the median; only when the
+    bounds cannot decide is the window sorted again."""
+
+    __slots__ = ("_ring", "_window", "_next", "_sorted", "_since", "size")
 
     def __init__(self, window: int):
         self._ring: list = []          # the values in arrival order, overwritten in a circle
-        self._sorted: list = []
         self._window = window
         self._next = 0                 # where the next value goes once the ring is full
+        self._sorted = None            # the full window, sorted, `_since` values ago
+        self._since = 0
         self.size = 0
-        self.median = math.nan
 
     def append(self, value: float) -> None:
-        s, ring = self._sorted, self._ring
-        n = self.size
-        if n == self._window:
+        ring = self._ring
+        if self.size == self._window:
             i = self._next
-            del s[bisect_left(s, ring[i])]
             ring[i] = value
-            self._next = i + 1 if i + 1 < n else 0
-        else:
+            self._next = i + 1 if i + 1 < self._window else 0
+            self._since += 1
+        else:                          # still filling: ranks move by more than one
             ring.append(value)
-            n = self.size = n + 1
-        insort(s, value)
+            self.size += 1
+            self._sorted = None
+
+    def median(self) -> float:
+        s = self._sorted = sorted(self._ring)
+        self._since = 0
+        n = len(s)
         h = n >> 1
-        self.median = s[h] if n & 1 else (s[h - 1] + s[h]) * 0.5
+        return s[h] if n & 1 else (s[h - 1] + s[h]) * 0.5
+
+    def bounds(self) -> tuple | None:
+        """(low, high) between which the median surely lies, or None when unknown."""
+        s, j = self._sorted, self._since
+        if s is None or self.size != self._window:
+            return None
+        n = self.size
+        h = n >> 1
+        low, high = h - j - (1 - (n & 1)), h + j
+        if low < 0 or high >= n:
+            return None
+        return s[low], s[high]
 
 
 class History:
@@ -80,16 +100,20 @@ class History:
             if len(self.grad_early) < self._early:
                 self.grad_early.append(norm)
 
-    def grad_baseline(self) -> float:
-        """The layer's usual gradient norm: its recent median, but never below the median of
-        its first steps (a model that has fit its data has tiny gradients; new data brings
-        back ordinary ones, which are not an explosion)."""
+    def early_baseline(self) -> float:
+        """The median of the layer's first gradient norms."""
         early = self._early_median
         if early is None:
             early = median(self.grad_early)
             if len(self.grad_early) == self._early:
                 self._early_median = early      # complete: it will not change again
-        return max(self.grad.median, early)
+        return early
+
+    def grad_baseline(self) -> float:
+        """The layer's usual gradient norm: its recent median, but never below the median of
+        its first steps (a model that has fit its data has tiny gradients; new data brings
+        back ordinary ones, which are not an explosion)."""
+        return max(self.grad.median(), self.early_baseline())
 
 
 def activation_state(kind: str, rms: float, hist: History, th: Thresholds, inactive: float | None = None,
@@ -116,13 +140,30 @@ def activation_state(kind: str, rms: float, hist: History, th: Thresholds, inact
     # Dropout's zeros (a steady share) do not trigger it; only a jump between steps does.
     an, recent = th.anomaly, hist.log_rms
     if recent.size >= an.warmup:
-        shift = math.log(rms + _TINY) - recent.median
-        if abs(shift) > an.log_magnitude:
-            return "anomalous", {"rms_median": math.exp(recent.median), "rms_ratio": math.exp(shift)}
-        sp = hist.sparsity
-        if inactive is not None and sp.size >= an.warmup and abs(inactive - sp.median) > an.sparsity_jump:
-            return "anomalous", {"sparsity_median": sp.median, "sparsity_shift": inactive - sp.median}
+        x, limit = math.log(rms + _TINY), an.log_magnitude
+        if not _near(recent, x, limit):
+            med = recent.median()
+            if abs(x - med) > limit:
+                return "anomalous", {"rms_median": math.exp(med), "rms_ratio": math.exp(x - med)}
+        sp, jump = hist.sparsity, an.sparsity_jump
+        if inactive is not None and sp.size >= an.warmup and not _near(sp, inactive, jump):
+            med = sp.median()
+            if abs(inactive - med) > jump:
+                return "anomalous", {"sparsity_median": med, "sparsity_shift": inactive - med}
     return "normal", {}
+
+
+def _near(recent: RollingMedian, value: float, distance: float) -> bool:
+    """True when `value` is surely within `distance` of the median of `recent` (a hair
+    inside, for the rounding of these sums); False when that takes the median itself."""
+    b = recent.bounds()
+    if b is None:
+        return False
+    d = distance * _HAIR
+    return b[1] - d <= value <= b[0] + d
+
+
+_HAIR = 1 - 1e-9
 
 
 def gradient_state(norm: float, model_max: float, hist: History, th: Thresholds) -> tuple[str, dict]:
@@ -137,9 +178,14 @@ def gradient_state(norm: float, model_max: float, hist: History, th: Thresholds)
     if norm > g.exploding_norm:
         return "exploding", {"urgent": True}
     if hist.grad.size >= th.anomaly.warmup:
-        base = hist.grad_baseline()
-        if norm > g.exploding_factor * base:
-            return "exploding", {"grad_norm_median": base}
+        # the baseline is never below the early median, nor the recent one's lower bound:
+        # a norm within the factor of those needs no median
+        if norm > g.exploding_factor * hist.early_baseline():
+            bounds = hist.grad.bounds()
+            if bounds is None or norm > g.exploding_factor * bounds[0]:
+                base = hist.grad_baseline()
+                if norm > g.exploding_factor * base:
+                    return "exploding", {"grad_norm_median": base}
     if norm <= g.vanishing_norm:
         return "vanishing", {}
     if model_max > 0 and norm / model_max < g.vanishing_ratio:

@@ -26,20 +26,20 @@ class SignalTracker:
     def __init__(self, debounce: int):
         self.debounce = debounce
         self.state: str | None = None
+        # the confirmed state while nothing is pending, else None: a step in that state
+        # changes nothing (the caller need not assemble evidence, at every step of every layer)
+        self.steady: str | None = None
         self._candidate: str | None = None
         self._since = 0
         self._count = 0
         self._stats: dict = {}
 
-    def settled(self, state: str) -> bool:
-        """True when `state` is the confirmed one and nothing is pending: update would do
-        nothing (lets the caller skip assembling evidence, at every step of every layer)."""
-        return state == self.state and self._candidate is None
-
     def update(self, step: int, state: str, stats: dict, urgent: bool = False) -> Transition | None:
         if state == self.state:
             self._candidate = None
+            self.steady = state
             return None
+        self.steady = None
         if state != self._candidate:
             self._candidate, self._since, self._count, self._stats = state, step, 0, stats
         self._count += 1
@@ -60,4 +60,5 @@ class SignalTracker:
     def _confirm(self) -> Transition:
         t = Transition(self._since, self.state, self._candidate, self._stats)
         self.state, self._candidate = self._candidate, None
+        self.steady = self.state
         return t

@@ -100,17 +100,77 @@ def test_gradient_exploding_relative_to_own_history():
     assert grad(0.05, top=0.05, hist=h) == "healthy"
 
 
-def test_rolling_median_matches_the_obvious_reference():
+def test_rolling_median_and_its_bounds_match_the_obvious_reference():
     import random
     from statistics import median
 
     from neuraldbg_cli.regimes import RollingMedian
 
     rng = random.Random(0)
-    rm, window = RollingMedian(7), []
-    for _ in range(200):
-        v = rng.choice([rng.random(), 0.5, 1.0])       # duplicates too
-        rm.append(v)
-        window = (window + [v])[-7:]
-        assert rm.size == len(window)
-        assert rm.median == median(window)
+    for window in (7, 8):                               # odd and even windows
+        rm, values, bounded = RollingMedian(window), [], 0
+        for step in range(400):
+            v = rng.choice([rng.random(), 0.5, 1.0, rng.random() * 10])     # duplicates too
+            rm.append(v)
+            values = (values + [v])[-window:]
+            assert rm.size == len(values)
+            b = rm.bounds()
+            if b is not None:                           # the median lies within its bounds
+                bounded += 1
+                assert b[0] <= median(values) <= b[1]
+            if step % 5 == 0:                           # sorted anew now and then only
+                assert rm.median() == median(values)
+        assert bounded > 200
+
+
+def test_anomaly_decisions_equal_those_taken_with_the_exact_median():
+    """The median is only bounded most of the time: every decision must still be the one
+    an exact median gives, at each step of a long noisy run with jumps and drifts."""
+    import random
+    from statistics import median
+
+    rng = random.Random(1)
+    hist, logs, sparsities = History(20), [], []
+    level, decided = 0.0, {"anomalous": 0, "normal": 0}
+    for step in range(3000):
+        if rng.random() < 0.02:
+            level += rng.choice([-3.0, 3.0, 1.5, -1.5])          # jumps, some past the factor
+        rms = math.exp(level + rng.gauss(0, 0.3))
+        inactive = min(0.85, max(0.0, 0.3 + rng.gauss(0, 0.05) + (0.6 if rng.random() < 0.02 else 0)))
+        state, extra = activation_state(RELU, rms, hist, TH, inactive=inactive)
+        x = math.log(rms + 1e-30)
+        expected = "normal"
+        if len(logs) >= TH.anomaly.warmup:
+            if abs(x - median(logs[-20:])) > math.log(TH.anomaly.magnitude_factor):
+                expected = "anomalous"
+            elif abs(inactive - median(sparsities[-20:])) > TH.anomaly.sparsity_jump:
+                expected = "anomalous"
+        assert state == expected, step
+        decided[state] += 1
+        hist.add_activation(rms, inactive)
+        logs.append(x)
+        sparsities.append(inactive)
+    assert decided["anomalous"] > 20 and decided["normal"] > 2000
+
+
+def test_gradient_decisions_equal_those_taken_with_the_exact_median():
+    import random
+    from statistics import median
+
+    rng = random.Random(2)
+    hist, norms, level, exploded = History(20), [], 0.0, 0
+    for step in range(3000):
+        if rng.random() < 0.02:
+            level += rng.choice([-5.0, 5.0, 2.0, -2.0])
+        norm = min(math.exp(level + rng.gauss(0, 0.5)), 500.0)
+        state = gradient_state(norm, norm, hist, TH)[0]
+        expected = "healthy" if norm > TH.gradient.vanishing_norm else "vanishing"
+        if len(norms) >= TH.anomaly.warmup:
+            base = max(median(norms[-20:]), median(norms[:20]))
+            if norm > TH.gradient.exploding_factor * base:
+                expected = "exploding"
+        assert state == expected, step
+        exploded += state == "exploding"
+        hist.add_gradient(norm)
+        norms.append(norm)
+    assert exploded > 10
