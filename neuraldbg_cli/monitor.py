@@ -37,6 +37,7 @@ _COMPILE_HOOK_WARNING = r"Using `torch.compile\(module\)` when there are global 
 class Skipped:
     """Registry entry of a module that is not observed (a wrapper, a loss, a container)."""
 
+    __slots__ = ("ref",)
     skip = True
     reads_output = False
 
@@ -47,9 +48,11 @@ class Skipped:
 class LayerRec:
     """Everything kept about one layer: bounded, whatever the length of the run."""
 
-    skip = False
+    __slots__ = ("ref", "module_type", "kind", "leaf", "reads_output", "transparent",
+                 "fallback_name", "acc", "is_output", "hist", "act", "grad", "skip")
 
     def __init__(self, module, kind, leaf, th: Thresholds):
+        self.skip = False               # (the input's record can be switched off)
         self.ref = weakref.ref(module) if module is not None else None
         self.module_type = type(module).__name__ if module is not None else "input"
         self.kind = kind

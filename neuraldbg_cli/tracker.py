@@ -23,6 +23,8 @@ class SignalTracker:
     keeps its confirmed state, so the trace cannot be flooded. `urgent` confirms at once
     too (a gradient beyond the absolute ceiling: one such update can wreck a model)."""
 
+    __slots__ = ("debounce", "state", "steady", "_candidate", "_since", "_count", "_stats")
+
     def __init__(self, debounce: int):
         self.debounce = debounce
         self.state: str | None = None
