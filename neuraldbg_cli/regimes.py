@@ -48,7 +48,7 @@ class RollingMedian:
         if self.size == self._window:
             i = self._next
             ring[i] = value
-            self._next = i + 1 if i + 1 < self._window else 0
+            self._next = (i + 1) % self._window
             self._since += 1
         else:                          # still filling: ranks move by more than one
             ring.append(value)
@@ -64,15 +64,24 @@ class RollingMedian:
 
     def bounds(self) -> tuple | None:
         """(low, high) between which the median surely lies, or None when unknown."""
-        s, j = self._sorted, self._since
-        if s is None or self.size != self._window:
+        s, j, n = self._sorted, self._since, self.size
+        if s is None or n != self._window:
             return None
-        n = self.size
         h = n >> 1
-        low, high = h - j - (1 - (n & 1)), h + j
-        if low < 0 or high >= n:
-            return None
-        return s[low], s[high]
+        low, high = h - j - 1 + (n & 1), h + j
+        return (s[low], s[high]) if low >= 0 and high < n else None
+
+    def near(self, value: float, distance: float) -> bool:
+        """True when `value` is surely within `distance` of the median (a hair inside, for
+        the rounding of these sums); False when telling takes the median itself."""
+        b = self.bounds()
+        if b is None:
+            return False
+        d = distance * _HAIR
+        return b[1] - d <= value <= b[0] + d
+
+
+_HAIR = 1 - 1e-9
 
 
 class History:
@@ -141,29 +150,16 @@ def activation_state(kind: str, rms: float, hist: History, th: Thresholds, inact
     an, recent = th.anomaly, hist.log_rms
     if recent.size >= an.warmup:
         x, limit = math.log(rms + _TINY), an.log_magnitude
-        if not _near(recent, x, limit):
+        if not recent.near(x, limit):
             med = recent.median()
             if abs(x - med) > limit:
                 return "anomalous", {"rms_median": math.exp(med), "rms_ratio": math.exp(x - med)}
         sp, jump = hist.sparsity, an.sparsity_jump
-        if inactive is not None and sp.size >= an.warmup and not _near(sp, inactive, jump):
+        if inactive is not None and sp.size >= an.warmup and not sp.near(inactive, jump):
             med = sp.median()
             if abs(inactive - med) > jump:
                 return "anomalous", {"sparsity_median": med, "sparsity_shift": inactive - med}
     return "normal", {}
-
-
-def _near(recent: RollingMedian, value: float, distance: float) -> bool:
-    """True when `value` is surely within `distance` of the median of `recent` (a hair
-    inside, for the rounding of these sums); False when that takes the median itself."""
-    b = recent.bounds()
-    if b is None:
-        return False
-    d = distance * _HAIR
-    return b[1] - d <= value <= b[0] + d
-
-
-_HAIR = 1 - 1e-9
 
 
 def gradient_state(norm: float, model_max: float, hist: History, th: Thresholds) -> tuple[str, dict]:
