@@ -39,7 +39,7 @@ class Skipped:
 
     __slots__ = ("ref",)
     skip = True
-    reads_output = False
+    leaf = False            # (nothing read from its outputs, like a container's)
 
     def __init__(self, module):
         self.ref = weakref.ref(module)
@@ -48,7 +48,7 @@ class Skipped:
 class LayerRec:
     """Everything kept about one layer: bounded, whatever the length of the run."""
 
-    __slots__ = ("ref", "module_type", "kind", "leaf", "reads_output", "transparent",
+    __slots__ = ("ref", "module_type", "kind", "leaf", "transparent",
                  "fallback_name", "acc", "is_output", "hist", "act", "grad", "skip")
 
     def __init__(self, module, kind, leaf, th: Thresholds):
@@ -56,8 +56,7 @@ class LayerRec:
         self.ref = weakref.ref(module) if module is not None else None
         self.module_type = type(module).__name__ if module is not None else "input"
         self.kind = kind
-        self.leaf = leaf
-        self.reads_output = leaf        # containers only repeat their children's outputs
+        self.leaf = leaf                # containers only repeat their children's outputs
         # passes its input's zeros through (F.relu -> Dropout -> Linear): not a judge of them
         self.transparent = isinstance(module, TRANSPARENT)
         self.fallback_name = None
@@ -205,7 +204,7 @@ class Monitor:
             rec = self._recs.get(id(module))
             if rec is None or rec.ref() is not module:  # new, or an id reused by a new module
                 rec = self._register(module)
-            if not rec.reads_output:
+            if not rec.leaf:                # skipped, or a container
                 return
             y = output if isinstance(output, _Tensor) else first_tensor(output)
             acc = rec.acc

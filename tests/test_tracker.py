@@ -44,3 +44,18 @@ def test_flush_reports_a_pending_failure_as_unconfirmed():
     assert (t.step, t.state, t.stats["unconfirmed"]) == (2, "dead", True)
     _, tr = feed(["normal", "normal"])
     assert tr.flush() is None
+
+
+def test_steady_is_the_confirmed_state_only_while_nothing_is_pending():
+    """The monitor skips update() for a step in the steady state: it must never hide a
+    pending candidate or a change."""
+    t = SignalTracker(2)
+    assert t.steady is None                          # nothing seen: every state matters
+    t.update(0, "normal", {})
+    assert t.steady == "normal"
+    t.update(1, "dead", {})
+    assert t.steady is None                          # a candidate is pending
+    t.update(2, "normal", {})                        # it did not hold
+    assert t.steady == "normal"
+    t.update(3, "dead", {})
+    assert t.update(4, "dead", {}) is not None and t.steady == "dead"
