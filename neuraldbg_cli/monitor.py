@@ -427,12 +427,8 @@ class Monitor:
                 if rec.acc.inputs is not None and prev.kind in (RELU, SMOOTH):
                     rec.acc.inputs = None
         # gradients to norm (raw) and norms already taken, each optimizer's in one of them
-        if len(grads) == 1:
-            ts, _, normed = grads[0]
-            raw, done = ([], ts) if normed else (ts, [])
-        else:
-            raw = [t for ts, _, normed in grads if not normed for t in ts]
-            done = [t for ts, _, normed in grads if normed for t in ts]
+        raw = [t for ts, _, normed in grads if not normed for t in ts]
+        done = [t for ts, _, normed in grads if normed for t in ts]
         numbers, raw, done = gather([r.acc for r in recs], self.th.smooth.tail, self._min_grads,
                                     raw, done)
         th = self.th

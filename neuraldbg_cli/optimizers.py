@@ -86,6 +86,8 @@ class OptimizerWatch:
             self._cache = {k: e for k, e in self._cache.items() if e[0]() is not None}
             entry = self._cache[id(opt)] = (weakref.ref(opt), (key, *_layout(opt, owners)))
         _, params, groups, device, mixed = entry[1]
+        if not groups:
+            return None
         grads = [p.grad for p in params]
         plain = True                            # all present, dense and float32
         for g in grads:
@@ -93,13 +95,13 @@ class OptimizerWatch:
                 plain = False
                 break
         if raw and plain:
-            return (grads, groups, False) if groups else None
+            return grads, groups, False
         if not plain and any(g is None for g in grads):     # some without a gradient this step
             present = [p for p, g in zip(params, grads) if g is not None]
             grads = [p.grad for p in present]
             groups = _groups(present, owners)
-        if not groups:
-            return None
+            if not groups:
+                return None
         grads = [g.coalesce()._values() if g.is_sparse else g for g in grads]
         if any(g.dtype == torch.float64 for g in grads):
             norms = [n.float() for n in torch._foreach_norm(grads, 2)]

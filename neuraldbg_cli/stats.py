@@ -1,10 +1,12 @@
 """Tensor -> a few numbers, on the device, without a host read.
 
-`Accumulator.add_output` runs in the forward hook, once per layer call: one norm (magnitude
-and non-finite values, since NaN/Inf propagate through it; small outputs are normed later,
-all together) and, where the activation kind needs it, one per-unit reduction. `gather`
-runs once per step: it reduces every layer's accumulators with two batched calls and reads
-the result at once, so a step costs one host read, not one per layer.
+`Accumulator.add_output` runs in the forward hook, once per layer call. In eager mode a
+small float32 output is only held (detached) for the step end; anything else is reduced at
+once: one norm (magnitude and non-finite values, since NaN/Inf propagate through it) and,
+where the activation kind needs it, one per-unit reduction. `gather` runs once per step: it
+reduces what was held, takes every norm still to take in one batched call and the
+inactive-unit counts in another, and reads the result at once: one host read a step, not one
+per layer.
 """
 from __future__ import annotations
 
@@ -130,20 +132,18 @@ class Accumulator:
     def add_output(self, y: torch.Tensor, defer: bool = False) -> bool:
         """Account for one output; False (and nothing kept) when it is empty or not
         floating-point. defer: the caller runs eagerly, so `y` may be held until the step end."""
-        if defer and self.defer_ok and y.dtype is _F32 and type(y) is _Tensor:
-            n = y.numel()               # (a subclass is reduced at once, by its own rules)
-            if 0 < n <= DEFER_MAX:
-                self.numel += n
-                # detached: a held output must not keep its autograd graph (and the
-                # activations saved in it) alive until the step end
-                self.held.append((y.detach(), y._version))
-                return True
-        elif not y.is_floating_point():
+        dtype = y.dtype
+        if dtype is not _F32 and not dtype.is_floating_point:
             return False
         n = y.numel()
         if not n:
             return False
         self.numel += n
+        if defer and self.defer_ok and dtype is _F32 and n <= DEFER_MAX and type(y) is _Tensor:
+            # (a subclass is reduced at once, by its own rules); detached: a held output must
+            # not keep its autograd graph (and the activations saved in it) alive until the end
+            self.held.append((y.detach(), y._version))
+            return True
         kind = self.kind
         y = y.detach()      # reductions must not grow the autograd graph
         dims = unit_dims(y, self.channel_first) if kind in _PER_UNIT else None
