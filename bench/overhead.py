@@ -252,7 +252,7 @@ def peak_rss_mb() -> float:
 # ---- timing (in process) -----------------------------------------------------------------
 
 def _session(trace):
-    from neuraldbg_cli.session import Session
+    from neuraldbg_cli.observe.session import Session
     from neuraldbg_cli.thresholds import load_thresholds
 
     # What `neuraldbg run` does around the script (cli._observe), quiet, model=None.

@@ -7,6 +7,6 @@ __all__ = ["NeuralDbg", "__version__"]
 def __getattr__(name):
     # Lazy, so that `neuraldbg explain` never imports torch.
     if name == "NeuralDbg":
-        from .api import NeuralDbg
+        from .observe.api import NeuralDbg
         return NeuralDbg
     raise AttributeError(name)

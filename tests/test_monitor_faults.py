@@ -17,8 +17,8 @@ import torch
 from torch import nn
 from torch.nn.modules import module as nn_module
 
-import neuraldbg_cli.monitor as monitor_mod
-import neuraldbg_cli.stats as stats_mod
+import neuraldbg_cli.observe.monitor as monitor_mod
+import neuraldbg_cli.observe.stats as stats_mod
 import neuraldbg_cli.trace as trace_mod
 from neuraldbg_cli import NeuralDbg
 

@@ -1,7 +1,7 @@
 """Classification rules on hand-made numbers: each state, per activation kind, and healthy cases."""
 import math
 
-from neuraldbg_cli.regimes import (OTHER, PARAM, RELU, SIGMOID, SMOOTH, TANH, History,
+from neuraldbg_cli.observe.regimes import (OTHER, PARAM, RELU, SIGMOID, SMOOTH, TANH, History,
                                    activation_state, gradient_state)
 from neuraldbg_cli.thresholds import Thresholds
 
@@ -104,7 +104,7 @@ def test_rolling_median_and_its_bounds_match_the_obvious_reference():
     import random
     from statistics import median
 
-    from neuraldbg_cli.regimes import RollingMedian
+    from neuraldbg_cli.observe.regimes import RollingMedian
 
     rng = random.Random(0)
     for window in (7, 8):                               # odd and even windows

@@ -3,9 +3,9 @@ import io
 
 from rich.console import Console
 
-from neuraldbg_cli import explain_cmd
-from neuraldbg_cli.explain import analyze
-from neuraldbg_cli.report import THEME, render
+from neuraldbg_cli.cli import explain_cmd
+from neuraldbg_cli.explain.analysis import analyze
+from neuraldbg_cli.explain.report import THEME, render
 from neuraldbg_cli.trace import read_trace
 from tracemaker import TraceMaker, dying_relu
 

@@ -1,9 +1,9 @@
 """Each hypothesis rule on a hand-made trace: the origin ranks first, its echoes are upstream."""
 import pytest
 
-from neuraldbg_cli import echoes, rules
-from neuraldbg_cli.episodes import Episode
-from neuraldbg_cli.explain import analyze
+from neuraldbg_cli.explain import echoes, rules
+from neuraldbg_cli.explain.episodes import Episode
+from neuraldbg_cli.explain.analysis import analyze
 from neuraldbg_cli.trace import read_trace
 from tracemaker import TraceMaker, dying_relu
 

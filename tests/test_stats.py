@@ -5,8 +5,8 @@ import pytest
 import torch
 from torch import nn
 
-from neuraldbg_cli.regimes import OTHER, PARAM, RELU, SIGMOID, SMOOTH, TANH
-from neuraldbg_cli.stats import Accumulator, first_tensor, gather, kind_of, unit_dims
+from neuraldbg_cli.observe.regimes import OTHER, PARAM, RELU, SIGMOID, SMOOTH, TANH
+from neuraldbg_cli.observe.stats import Accumulator, first_tensor, gather, kind_of, unit_dims
 
 MIN_GRADS = {SIGMOID: 0.05, TANH: 0.05}
 

@@ -1,5 +1,5 @@
 """Debounced transitions: onset dating, first observation, non-finite at once, no flooding."""
-from neuraldbg_cli.tracker import SignalTracker
+from neuraldbg_cli.observe.tracker import SignalTracker
 
 
 def feed(states, debounce=2):

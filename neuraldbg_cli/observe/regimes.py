@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 from statistics import median
 
-from .thresholds import GradientThresholds, Thresholds
+from ..thresholds import GradientThresholds, Thresholds
 
 # Activation kinds: how a layer's output is judged.
 RELU = "relu"          # ReLU, ReLU6: dies (units output exactly zero)

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import sys
 
-from .thresholds import Thresholds, load_thresholds, parse_states
+from ..thresholds import Thresholds, load_thresholds, parse_states
 
 
 class NeuralDbg:

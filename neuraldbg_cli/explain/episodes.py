@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .trace import Trace
+from ..trace import Trace
 
 ACT, GRAD = "activation", "gradient"
 INPUT = "(input)"

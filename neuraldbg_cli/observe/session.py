@@ -5,9 +5,9 @@ import datetime
 import os
 import sys
 
-from . import __version__
-from .thresholds import Thresholds
-from .trace import SCHEMA, TraceWriter, rank_path
+from .. import __version__
+from ..thresholds import Thresholds
+from ..trace import SCHEMA, TraceWriter, rank_path
 
 
 def dist_rank() -> tuple[int, int]:

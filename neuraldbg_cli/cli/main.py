@@ -13,8 +13,8 @@ try:        # typer >= 0.24 carries its own copy of click
 except ImportError:  # pragma: no cover - older typer uses click itself
     from click import exceptions as _cx
 
-from .errors import InputError
-from .thresholds import Thresholds, load_thresholds, parse_states
+from ..errors import InputError
+from ..thresholds import Thresholds, load_thresholds, parse_states
 
 app = typer.Typer(
     add_completion=False,
@@ -67,8 +67,8 @@ def run(
     quiet: bool = typer.Option(False, "--quiet", "-q", help="no summary on stderr"),
 ) -> None:
     from . import runner
-    from .session import trace_path_for
-    from .trace import check_writable
+    from ..observe.session import trace_path_for
+    from ..trace import check_writable
 
     if script.startswith("-") and script != "-":
         # ignore_unknown_options hands an unknown option over as SCRIPT
@@ -82,7 +82,7 @@ def run(
 
 def _observe(target, args, trace, th, gate, quiet, every) -> int:
     from . import runner
-    from .session import Session
+    from ..observe.session import Session
 
     session = Session(trace, th, script=target.argv0, argv=[target.argv0, *args], quiet=quiet,
                       every=every)

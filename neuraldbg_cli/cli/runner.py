@@ -14,7 +14,7 @@ import sys
 import types
 from dataclasses import dataclass
 
-from .errors import InputError
+from ..errors import InputError
 
 
 @dataclass

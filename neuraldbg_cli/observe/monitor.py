@@ -23,7 +23,7 @@ from . import naming
 from .optimizers import OptimizerWatch
 from .regimes import INPUT, OTHER, PARAM, RELU, SIGMOID, SMOOTH, TANH, History, activation_state, gradient_state
 from .stats import CHANNEL_FIRST, TRANSPARENT, Accumulator, first_tensor, gather, kind_of
-from .thresholds import Thresholds
+from ..thresholds import Thresholds
 from .tracker import SignalTracker
 
 _PURGE_EVERY = 256        # steps between sweeps of modules that no longer exist

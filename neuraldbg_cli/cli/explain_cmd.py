@@ -5,9 +5,9 @@ import json
 import os
 import sys
 
-from .episodes import gate, mixed
-from .explain import analyze, to_json
-from .trace import read_trace
+from ..explain.episodes import gate, mixed
+from ..explain.analysis import analyze, to_json
+from ..trace import read_trace
 
 FAILED_GATE = 3
 
@@ -22,7 +22,7 @@ def explain_traces(paths, as_json: bool = False, fail_on=None) -> int:
     if as_json:
         print(json.dumps(to_json(analysis), indent=2, allow_nan=False))
     else:
-        from .report import THEME, render
+        from ..explain.report import THEME, render
 
         console_for_stdout(THEME).print(render(analysis))
     return FAILED_GATE if fail_on and gate(analysis.runs, fail_on) else 0
