@@ -1,0 +1,128 @@
+"""The state vocabulary: every signal, its states, and what each state means to every reader.
+
+One registry, torch-free, used by the writers (detectors), the gates (`--fail-on`, the
+summary line, `dbg.failures()`), `explain` (severity, wording, default fix) and the report
+(timeline letter, colour). A new state is one `State` in one `Signal`; a new detector
+registers its signal with `register`. `tests/test_states.py` checks that every state is
+complete and that every reader knows it.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class State:
+    """One state of one signal.
+
+    name: as written in the trace (`to`, `from`); failure: counted by `--fail-on`, the summary
+    and `dbg.failures()`; severity: how much `explain` believes a failure of this kind matters
+    (0..1); letter: its timeline cell; style: its rich colour; verb: how a sentence says the
+    layer entered it ("died"); fix: what to try when no cause rule knows better."""
+    name: str
+    failure: bool
+    severity: float = 0.0
+    letter: str = "."
+    style: str = "green dim"
+    verb: str = ""
+    fix: str = ""
+
+
+@dataclass(frozen=True)
+class Signal:
+    """A kind of measurement of a layer (or pseudo-layer), with its states; `ok` is the
+    state of a layer in good health on this signal."""
+    name: str
+    ok: str
+    states: tuple
+
+    def state(self, name: str) -> State | None:
+        return next((s for s in self.states if s.name == name), None)
+
+
+def _ok(name: str) -> State:
+    return State(name, failure=False)
+
+
+_NONFINITE_FIX = ("Find the operation that overflows (log/sqrt/division of values reaching 0, "
+                  "float16 overflow): add an eps or clamp, use stable losses (log_softmax, "
+                  "BCEWithLogitsLoss), and clip gradients.")
+
+ACTIVATION = Signal("activation", "normal", (
+    _ok("normal"),
+    State("dead", True, 1.0, "D", "bold red", "died",
+          "Switch to LeakyReLU/GELU, lower the learning rate, and check the bias of the layer "
+          "before it."),
+    State("saturated", True, 0.85, "S", "cyan", "saturated",
+          "Normalise the input of this layer (BatchNorm/LayerNorm before it) or lower the "
+          "learning rate."),
+    # A sudden shift is a warning sign, not a failure: it gates nothing (schema 2).
+    State("anomalous", False, 0.6, "A", "yellow", "output shifted abruptly",
+          "Look at the batches around this step (outliers, a changed data source); if it "
+          "recurs, lower the learning rate."),
+    State("nonfinite", True, 1.0, "N", "bold magenta", "output NaN/inf", _NONFINITE_FIX),
+))
+
+GRADIENT = Signal("gradient", "healthy", (
+    _ok("healthy"),
+    State("vanishing", True, 0.9, "V", "bold blue", "vanished",
+          "Add normalisation or residual paths, and check that no detach() or no_grad cuts "
+          "the graph before this layer."),
+    State("exploding", True, 0.95, "E", "bold yellow", "exploded",
+          "Clip gradients (torch.nn.utils.clip_grad_norm_) and lower the learning rate; check "
+          "the scale of the loss and the targets."),
+    State("nonfinite", True, 1.0, "N", "bold magenta", "turned NaN/inf", _NONFINITE_FIX),
+))
+
+SIGNALS: dict = {s.name: s for s in (ACTIVATION, GRADIENT)}
+
+
+def register(signal: Signal) -> Signal:
+    """Add a detector's signal (or replace one of the same name); returns it."""
+    SIGNALS[signal.name] = signal
+    return signal
+
+
+def lookup(signal: str, name: str) -> State | None:
+    """The state `name` of `signal`, or None for one this version does not know."""
+    s = SIGNALS.get(signal)
+    return s.state(name) if s is not None else None
+
+
+def named(name: str) -> State | None:
+    """The first state called `name` in any signal (severity, letter and colour agree across
+    signals for a shared name such as `nonfinite`)."""
+    return next((st for s in SIGNALS.values() for st in s.states if st.name == name), None)
+
+
+def state_names() -> tuple:
+    """Every state name of every signal, in registry order, each once."""
+    return tuple(dict.fromkeys(st.name for s in SIGNALS.values() for st in s.states))
+
+
+def ok_names() -> tuple:
+    """The good-health state of each signal (`normal`, `healthy`)."""
+    return tuple(dict.fromkeys(s.ok for s in SIGNALS.values()))
+
+
+def failure_names() -> tuple:
+    """The states that fail a run: what `--fail-on`, the summary and `dbg.failures()` count."""
+    return tuple(dict.fromkeys(st.name for s in SIGNALS.values() for st in s.states
+                               if st.failure))
+
+
+def problem_names() -> tuple:
+    """Every state other than good health: failures and warning signs (anomalous)."""
+    ok = ok_names()
+    return tuple(n for n in state_names() if n not in ok)
+
+
+def severity(name: str, default: float = 0.6) -> float:
+    st = named(name)
+    return st.severity if st is not None and st.severity else default
+
+
+def worst_first() -> tuple:
+    """Problem states from most to least severe (the timeline shows the worst of a cell)."""
+    names = problem_names()
+    return tuple(sorted(names, key=lambda n: -severity(n, 0.0)))
