@@ -1,4 +1,5 @@
-"""Detection thresholds: frozen defaults mirrored by thresholds.yaml, and a strict loader."""
+"""Detection thresholds: frozen defaults mirrored by the packaged thresholds.yaml (the annotated
+copy users start from: `neuraldbg thresholds`), and a strict loader."""
 from __future__ import annotations
 
 import dataclasses
@@ -154,6 +155,13 @@ def from_mapping(data) -> Thresholds:
     if data is None:
         return Thresholds()
     return _merge(Thresholds, Thresholds(), data, "")
+
+
+def defaults_text() -> str:
+    """The annotated defaults file shipped in the package (the repository's thresholds.yaml)."""
+    from importlib.resources import files
+
+    return files(__package__).joinpath("thresholds.yaml").read_text(encoding="utf-8")
 
 
 def load_thresholds(path: str | Path | None) -> Thresholds:

@@ -14,7 +14,7 @@ except ImportError:  # pragma: no cover - older typer uses click itself
     from click import exceptions as _cx
 
 from ..errors import InputError
-from ..thresholds import Thresholds, load_thresholds, parse_states
+from ..thresholds import Thresholds, defaults_text, load_thresholds, parse_states
 
 app = typer.Typer(
     add_completion=False,
@@ -152,7 +152,7 @@ def _die_like_python(death) -> None:
 
 def _summary(session) -> None:
     failures = session.failures(("dead", "saturated", "anomalous", "nonfinite", "vanishing", "exploding"))
-    steps = session.monitor.steps
+    steps = session.steps
     if not failures:
         print(f"neuraldbg: {steps} steps, no failure detected; trace: {session.path}",
               file=sys.stderr)
@@ -177,6 +177,12 @@ def explain(
 
     gate = parse_states(fail_on) if fail_on is not None else None
     raise typer.Exit(explain_traces(traces, as_json=as_json, fail_on=gate))
+
+
+@app.command("thresholds", help="Print the default thresholds, annotated: a file to start "
+                                 "from (neuraldbg thresholds > mine.yaml; --thresholds mine.yaml).")
+def thresholds_cmd() -> None:
+    sys.stdout.write(defaults_text())
 
 
 def main(argv: Optional[list] = None) -> int:

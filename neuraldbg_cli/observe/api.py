@@ -52,7 +52,7 @@ class NeuralDbg:
 
     @property
     def steps(self) -> int:
-        return self.session.monitor.steps if self.session else 0
+        return self.session.steps if self.session else 0
 
     @property
     def failed(self) -> bool:

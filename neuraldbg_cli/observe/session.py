@@ -2,12 +2,14 @@
 from __future__ import annotations
 
 import datetime
+import importlib.metadata
 import os
 import sys
 
 from .. import __version__
 from ..thresholds import Thresholds
 from ..trace import SCHEMA, TraceWriter, rank_path
+from .on_import import AfterImport
 
 
 def dist_rank() -> tuple[int, int]:
@@ -23,6 +25,17 @@ def trace_path_for(path: str) -> str:
     return rank_path(path, rank) if world > 1 else path
 
 
+def _torch_version() -> str | None:
+    """torch's version without importing it (the script imports it, if at all)."""
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        return torch.__version__
+    try:
+        return importlib.metadata.version("torch")
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
 def _now() -> str:
     return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
 
@@ -33,10 +46,6 @@ class Session:
 
     def __init__(self, trace: str, thresholds: Thresholds, *, script: str, argv: list,
                  model=None, quiet: bool = False, every: int = 1):
-        import torch
-
-        from .monitor import Monitor
-
         self.rank, self.world_size = dist_rank()
         self.path = trace_path_for(trace)
         self.thresholds = thresholds
@@ -45,10 +54,12 @@ class Session:
         self.transitions: list = []
         self.writer.write({
             "event": "run_start", "schema": SCHEMA, "version": __version__, "script": script,
-            "argv": list(argv), "torch": torch.__version__, "thresholds": thresholds.to_dict(),
+            "argv": list(argv), "torch": _torch_version(), "thresholds": thresholds.to_dict(),
             "rank": self.rank, "world_size": self.world_size, "every": every, "pid": os.getpid(),
             "run_id": os.environ.get("TORCHELASTIC_RUN_ID"), "time": _now()})
-        self.monitor = Monitor(thresholds, self._emit, model=model, warn=self.warn, every=every)
+        self.monitor = None         # made once torch is imported (by the script, under `run`)
+        self._model, self._every = model, every
+        self._watch = None
         self._finished = False
 
     def warn(self, msg: str) -> None:
@@ -63,7 +74,26 @@ class Session:
         self.writer.write(event)
 
     def start(self, existing_optimizers: bool = False) -> None:
-        self.monitor.install(existing_optimizers)
+        """Observe from now on: at once if torch is loaded, else as soon as it is imported."""
+        def begin():
+            self._begin(existing_optimizers)
+        self._watch = AfterImport("torch", begin)
+        self._watch.install()
+
+    def _begin(self, existing_optimizers: bool) -> None:
+        try:
+            from .monitor import Monitor
+
+            self.monitor = Monitor(self.thresholds, self._emit, model=self._model, warn=self.warn,
+                                   every=self._every)
+            self.monitor.install(existing_optimizers)
+        except Exception as e:  # noqa: BLE001 - the script's own import must not fail for it
+            self.monitor = None
+            self.warn(f"monitoring switched off: {type(e).__name__}: {e}")
+
+    @property
+    def steps(self) -> int:
+        return self.monitor.steps if self.monitor is not None else 0
 
     def failures(self, states) -> list:
         """The confirmed transitions into any of `states`."""
@@ -79,11 +109,14 @@ class Session:
         self._finished = True
         self.exit_code = exit_code
         try:
-            self.monitor.close(completed=status == "completed")
+            if self._watch is not None:
+                self._watch.remove()
+            if self.monitor is not None:
+                self.monitor.close(completed=status == "completed")
             if exit_code == 0 and self.failures(fail_on):
                 self.exit_code = 3
         finally:
-            self.writer.write({"event": "run_end", "status": status, "steps": self.monitor.steps,
+            self.writer.write({"event": "run_end", "status": status, "steps": self.steps,
                                "exit_code": self.exit_code, "error": error, "time": _now()})
             self.writer.close()
         return self.exit_code
