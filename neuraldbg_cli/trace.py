@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .errors import InputError
+from .inert import inert
 
 SCHEMA = 1
 
@@ -114,57 +115,206 @@ class Trace:
         return [e for e in self.events if e.get("event") == kind]
 
 
+MAX_LINE = 1 << 20          # bytes: an event is a few hundred; anything this long is corrupt
+MAX_WARNINGS = 20           # per trace: the rest are counted, not listed
+
+
 def read_trace(path: str) -> Trace:
     """Parse a trace. Strict about what makes it unreadable (InputError naming file and line),
-    tolerant of what a killed run leaves (a last line cut short: a warning)."""
+    tolerant of what a killed run leaves (a last line cut short: a warning), and wary of what
+    a trace from elsewhere may hold: an event of a known kind with keys of the wrong type, an
+    overlong line, a second run, events after run_end are skipped with a warning."""
+    trace = Trace(path)
+    trace.events = list(iter_events(path, trace.warnings))
+    if trace.end is None and not trace.warnings:
+        trace.warnings.append(f"{path}: no run_end (the run was killed or is still running)")
+    return trace
+
+
+def iter_events(path: str, warnings: list):
+    """The events of a trace, one at a time (memory bounded by one line), with warnings for
+    what was skipped appended to `warnings`."""
+    skipped = _Skips(path, warnings)
+    with _open(path) as f:
+        head = f.peek(4096)[:4096] if hasattr(f, "peek") else b""
+        if b"\x00" in head:
+            raise InputError(f"trace {path} is a binary file, not a JSON Lines trace")
+        pending, seen_start, ended = None, False, False
+        raw = b""
+        for number, raw in _lines(f):
+            if raw is not None and not raw.strip():
+                continue
+            if pending is not None:         # the line before was not an event, yet not the last
+                raise InputError(f"trace {path} line {pending}: not a JSON event")
+            if raw is None:
+                skipped.add(number, f"longer than {MAX_LINE >> 20} MiB")
+                continue
+            event = _parse(path, number, raw)
+            if event is None:
+                pending = number
+                continue
+            kind = event.get("event")
+            if not seen_start or kind == "run_start":
+                if seen_start:
+                    warnings.append(f"{path} line {number}: a second run_start (two runs in one "
+                                    "file?); read up to the line before")
+                    break
+                _check_start(path, number, event)
+                seen_start = True
+            elif ended:
+                skipped.add(number, f"{kind!r} event after run_end")
+                continue
+            problem = _problem(event)
+            if problem is not None:
+                skipped.add(number, problem)
+                continue
+            ended = kind == "run_end"
+            yield event
+        if pending is not None:
+            if pending == 1 or raw.endswith(b"\n"):
+                raise InputError(f"trace {path} line {pending}: not a JSON event")
+            warnings.append(f"{path} line {pending}: cut short (the run was killed?); "
+                            "read up to the line before")
+        if not seen_start:
+            raise InputError(f"trace {path} is empty")
+    skipped.close()
+
+
+def _open(path: str):
     p = Path(path)
     try:
-        raw = p.read_bytes()
+        return p.open("rb")
     except FileNotFoundError:
         raise InputError(f"trace not found: {path}") from None
     except IsADirectoryError:
         raise InputError(f"trace {path} is a folder, not a file") from None
     except OSError as e:
         raise InputError(f"cannot read trace {path}: {e.strerror or e}") from None
-    if not raw.strip():
-        raise InputError(f"trace {path} is empty")
-    if b"\x00" in raw[:4096]:
-        raise InputError(f"trace {path} is a binary file, not a JSON Lines trace")
+
+
+def _lines(f):
+    """(line number, bytes), or (line number, None) for a line over MAX_LINE, which is read
+    past in pieces rather than held."""
+    number = 0
+    while True:
+        try:
+            raw = f.readline(MAX_LINE + 1)
+        except OSError as e:
+            raise InputError(f"cannot read trace {f.name}: {e.strerror or e}") from None
+        if not raw:
+            return
+        number += 1
+        if len(raw) > MAX_LINE and not raw.endswith(b"\n"):
+            while raw and not raw.endswith(b"\n"):
+                raw = f.readline(MAX_LINE)
+            yield number, None
+            continue
+        yield number, raw
+
+
+def _parse(path: str, number: int, raw: bytes):
+    """The event on one line, or None when the line is not a JSON event object."""
     try:
         text = raw.decode("utf-8")
-    except UnicodeDecodeError as e:
-        line = raw[: e.start].count(b"\n") + 1
-        raise InputError(f"trace {path} line {line}: not UTF-8 text") from None
-    trace = Trace(path)
-    lines = text.split("\n")
-    last = max(i for i, s in enumerate(lines) if s.strip())
-    for i, line in enumerate(lines):
-        if not line.strip():
-            continue
-        try:
-            event = json.loads(line)
-            if not isinstance(event, dict) or "event" not in event:
-                raise ValueError("not an event object")
-        except ValueError:
-            if i == last and i > 0 and not text.endswith("\n"):
-                trace.warnings.append(f"{path} line {i + 1}: cut short (the run was killed?); "
-                                      "read up to the line before")
-                break
-            raise InputError(f"trace {path} line {i + 1}: not a JSON event") from None
-        if i == 0 or event.get("event") == "run_start":
-            _check_start(path, i + 1, event)
-        trace.events.append(event)
-    if trace.end is None and not trace.warnings:
-        trace.warnings.append(f"{path}: no run_end (the run was killed or is still running)")
-    return trace
+    except UnicodeDecodeError:
+        raise InputError(f"trace {path} line {number}: not UTF-8 text") from None
+    try:
+        event = json.loads(text)
+    except (ValueError, RecursionError):     # RecursionError: nesting deeper than the parser goes
+        return None
+    return event if isinstance(event, dict) and "event" in event else None
+
+
+def _is_int(v) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _is_str(v) -> bool:
+    return isinstance(v, str)
+
+
+def _opt_str(v) -> bool:
+    return v is None or isinstance(v, str)
+
+
+def _is_dict(v) -> bool:
+    return isinstance(v, dict)
+
+
+def _is_list(v) -> bool:
+    return isinstance(v, list)
+
+
+def _is_number(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def _numbers(v) -> bool:
+    return isinstance(v, list) and all(_is_number(x) for x in v)
+
+
+def _opt_numbers(v) -> bool:
+    return v is None or _numbers(v)
+
+
+def _opt_id(v) -> bool:
+    return v is None or isinstance(v, str) or _is_int(v)
+
+
+# Keys whose type every reader relies on, per event kind (absent keys are the readers' concern:
+# traces of older versions may lack some). Unknown kinds and keys are passed on untouched.
+_SHAPES = {
+    "run_start": {"rank": _is_int, "world_size": _is_int, "script": _is_str, "run_id": _opt_id,
+                  "argv": _is_list, "thresholds": _is_dict},
+    "transition": {"step": _is_int, "layer": _is_str, "signal": _is_str, "to": _is_str,
+                   "from": _opt_str, "module_type": _opt_str, "kind": _opt_str, "stats": _is_dict},
+    "model": {"layers": _is_list, "root": _opt_str, "step": _is_int},
+    "hparams": {"step": _is_int, "lr": _numbers, "previous_lr": _opt_numbers,
+                "optimizer": _opt_str, "optimizer_index": _is_int},
+    "warning": {"message": _is_str, "layer": _opt_str},
+    "run_end": {"status": _opt_str, "steps": _is_int, "exit_code": _is_int, "error": _opt_str},
+}
+
+
+def _problem(event: dict) -> str | None:
+    """Why the event cannot be used, or None. A run_start keeps its place (it opens the
+    trace): its keys of the wrong type are dropped instead."""
+    kind = event["event"]
+    if not isinstance(kind, str):
+        return "an event whose kind is not a string"
+    for key, ok in _SHAPES.get(kind, {}).items():
+        if key in event and not ok(event[key]):
+            if kind == "run_start":
+                del event[key]
+                continue
+            return f"{kind} with a {key!r} of the wrong type"
+    if kind == "transition" and event.get("step", 0) < 0:
+        return "transition at a negative step"
+    return None
+
+
+class _Skips:
+    """Warnings for skipped lines: the first few named, the rest counted."""
+
+    def __init__(self, path: str, warnings: list):
+        self.path, self.warnings, self.count = path, warnings, 0
+
+    def add(self, number: int, why: str) -> None:
+        self.count += 1
+        if self.count <= MAX_WARNINGS:
+            self.warnings.append(f"{self.path} line {number}: {why}; skipped")
+
+    def close(self) -> None:
+        if self.count > MAX_WARNINGS:
+            self.warnings.append(f"{self.path}: {self.count - MAX_WARNINGS} more lines skipped")
 
 
 def _check_start(path: str, line: int, event: dict) -> None:
     if event.get("event") != "run_start":
         raise InputError(f"trace {path} line {line}: expected run_start, found "
-                         f"{event.get('event')!r} (not a neuraldbg trace?)")
+                         f"{inert(str(event.get('event')))!r} (not a neuraldbg trace?)")
     schema = event.get("schema")
-    if not isinstance(schema, int):
+    if not _is_int(schema):
         raise InputError(f"trace {path} line {line}: run_start has no schema version")
     if schema > SCHEMA:
         raise InputError(f"trace {path} line {line}: schema {schema} is newer than this "
