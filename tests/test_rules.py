@@ -211,7 +211,8 @@ def test_flapping_layer_is_one_story(tmp_path):
 
 
 def ep(layer, signal, state, onset, pos, end=None, run=0, previous="normal", **stats):
-    return Episode(run, run, layer, signal, state, onset, end, previous, "M", "k", pos, stats)
+    return Episode(run=run, rank=run, layer=layer, signal=signal, state=state, onset=onset,
+                   end=end, previous=previous, module_type="M", kind="k", pos=pos, stats=stats)
 
 
 @pytest.mark.parametrize("rule,a,b,echo", [
