@@ -64,8 +64,8 @@ _NONFINITE_FIX = ("Find the operation that overflows (log/sqrt/division of value
 
 ACTIVATION = Signal("activation", "normal", (
     _ok("normal"),
-    # Prominence: a cell that held a NaN or an explosion shows it over a death, the louder
-    # symptom first; severity (how much explain believes it) stays 1.0.
+    # Prominence (here and on `exploding`): a timeline cell that held a NaN or an explosion
+    # shows it over a death, the louder symptom; how much explain believes each is severity.
     State("dead", True, 1.0, "D", "bold red", "died",
           "Switch to LeakyReLU/GELU, lower the learning rate, and check the bias of the layer "
           "before it.", prominence=0.98),
@@ -146,6 +146,6 @@ def worst_first() -> tuple:
 
 
 def state_of(signal: str, name: str) -> State | None:
-    """The state `name` of `signal`, or the first state of that name in another signal (a
-    trace from a newer version may write a known state on a signal this one lacks)."""
+    """The state `name` of `signal`, or else the first state of that name in another signal:
+    a trace from another version may write a known state on a signal that does not list it."""
     return lookup(signal, name) or named(name)

@@ -2,8 +2,8 @@
 import pytest
 
 from neuraldbg_cli.explain import echoes, rules
-from neuraldbg_cli.explain.episodes import Episode
 from neuraldbg_cli.explain.analysis import analyze
+from neuraldbg_cli.explain.episodes import Episode
 from neuraldbg_cli.trace import read_trace
 from tracemaker import TraceMaker, dying_relu
 

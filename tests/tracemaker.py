@@ -4,6 +4,7 @@ from __future__ import annotations
 import json
 
 from neuraldbg_cli import states
+
 MLP = [("net.0", "Linear", "param"), ("net.1", "ReLU", "relu"), ("net.2", "Linear", "param"),
        ("net.3", "ReLU", "relu"), ("net.4", "Linear", "param")]
 

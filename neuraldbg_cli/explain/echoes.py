@@ -107,5 +107,5 @@ def relapses(a, b, ctx):
 
 
 ECHOES = [nonfinite_spreads, dead_cuts_gradients, change_spreads_forward,
-          bigger_activations_bigger_gradients, gradient_flows_backward, bad_update_corrupts_weights, same_failure_other_rank,
-          worsens_in_place, relapses]
+          bigger_activations_bigger_gradients, gradient_flows_backward, bad_update_corrupts_weights,
+          same_failure_other_rank, worsens_in_place, relapses]

@@ -27,7 +27,7 @@ class Hypothesis:
     module_type: str
     recovered: int | None = None
     alternatives: list = field(default_factory=list)
-    origin: "Hypothesis | None" = None
+    origin: Hypothesis | None = None
     consequences: list = field(default_factory=list)
     position: int = 0
 
