@@ -18,7 +18,9 @@ class State:
     name: as written in the trace (`to`, `from`); failure: counted by `--fail-on`, the summary
     and `dbg.failures()`; severity: how much `explain` believes a failure of this kind matters
     (0..1); letter: its timeline cell; style: its rich colour; verb: how a sentence says the
-    layer entered it ("died"); fix: what to try when no cause rule knows better."""
+    layer entered it ("died"); fix: what to try when no cause rule knows better; prominence:
+    which state a timeline cell shows when a layer held several in its steps, the highest
+    (None: its severity)."""
     name: str
     failure: bool
     severity: float = 0.0
@@ -26,15 +28,27 @@ class State:
     style: str = "green dim"
     verb: str = ""
     fix: str = ""
+    prominence: float | None = None
+
+    @property
+    def shown_before(self) -> float:
+        """The key `worst_first` sorts by: prominence, or else severity."""
+        return self.severity if self.prominence is None else self.prominence
 
 
 @dataclass(frozen=True)
 class Signal:
     """A kind of measurement of a layer (or pseudo-layer), with its states; `ok` is the
-    state of a layer in good health on this signal."""
+    state of a layer in good health on this signal; `short`: its name in the timeline's row
+    labels (empty: the name itself)."""
     name: str
     ok: str
     states: tuple
+    short: str = ""
+
+    @property
+    def label(self) -> str:
+        return self.short or self.name
 
     def state(self, name: str) -> State | None:
         return next((s for s in self.states if s.name == name), None)
@@ -50,9 +64,11 @@ _NONFINITE_FIX = ("Find the operation that overflows (log/sqrt/division of value
 
 ACTIVATION = Signal("activation", "normal", (
     _ok("normal"),
+    # Prominence (here and on `exploding`): a timeline cell that held a NaN or an explosion
+    # shows it over a death, the louder symptom; how much explain believes each is severity.
     State("dead", True, 1.0, "D", "bold red", "died",
           "Switch to LeakyReLU/GELU, lower the learning rate, and check the bias of the layer "
-          "before it."),
+          "before it.", prominence=0.98),
     State("saturated", True, 0.85, "S", "cyan", "saturated",
           "Normalise the input of this layer (BatchNorm/LayerNorm before it) or lower the "
           "learning rate."),
@@ -61,7 +77,7 @@ ACTIVATION = Signal("activation", "normal", (
           "Look at the batches around this step (outliers, a changed data source); if it "
           "recurs, lower the learning rate."),
     State("nonfinite", True, 1.0, "N", "bold magenta", "output NaN/inf", _NONFINITE_FIX),
-))
+), short="act")
 
 GRADIENT = Signal("gradient", "healthy", (
     _ok("healthy"),
@@ -70,9 +86,9 @@ GRADIENT = Signal("gradient", "healthy", (
           "the graph before this layer."),
     State("exploding", True, 0.95, "E", "bold yellow", "exploded",
           "Clip gradients (torch.nn.utils.clip_grad_norm_) and lower the learning rate; check "
-          "the scale of the loss and the targets."),
+          "the scale of the loss and the targets.", prominence=0.99),
     State("nonfinite", True, 1.0, "N", "bold magenta", "turned NaN/inf", _NONFINITE_FIX),
-))
+), short="grad")
 
 SIGNALS: dict = {s.name: s for s in (ACTIVATION, GRADIENT)}
 
@@ -123,6 +139,13 @@ def severity(name: str, default: float = 0.6) -> float:
 
 
 def worst_first() -> tuple:
-    """Problem states from most to least severe (the timeline shows the worst of a cell)."""
+    """Problem states, the one a timeline cell shows first when several were held (legend
+    order too): by prominence, else severity; ties keep registry order."""
     names = problem_names()
-    return tuple(sorted(names, key=lambda n: -severity(n, 0.0)))
+    return tuple(sorted(names, key=lambda n: -named(n).shown_before))
+
+
+def state_of(signal: str, name: str) -> State | None:
+    """The state `name` of `signal`, or else the first state of that name in another signal:
+    a trace from another version may write a known state on a signal that does not list it."""
+    return lookup(signal, name) or named(name)

@@ -8,9 +8,8 @@ import math
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 
+from . import states
 from .errors import InputError
-
-FAILURE_STATES = ("dead", "saturated", "anomalous", "nonfinite", "vanishing", "exploding")
 
 
 @dataclass(frozen=True)
@@ -95,12 +94,15 @@ def parse_states(text: str, *, what: str = "--fail-on") -> tuple[str, ...]:
 
 
 def _check_states(items: list, what: str) -> tuple[str, ...]:
+    """Any state of the registry other than good health may gate, warning signs (anomalous)
+    included: the gate names its states, so it is not limited to what counts as a failure."""
     if items == ["none"]:
         return ()
+    known = states.problem_names()  # read now: a detector may have registered since import
     for s in items:
-        if s not in FAILURE_STATES:
+        if s not in known:
             raise InputError(f"{what}: unknown state {s!r} (expected one of: "
-                             f"{', '.join(FAILURE_STATES)}, or none)")
+                             f"{', '.join(known)}, or none)")
     return tuple(dict.fromkeys(items))
 
 

@@ -2,8 +2,8 @@
 import pytest
 
 from neuraldbg_cli.explain import echoes, rules
-from neuraldbg_cli.explain.episodes import Episode
 from neuraldbg_cli.explain.analysis import analyze
+from neuraldbg_cli.explain.episodes import Episode
 from neuraldbg_cli.trace import read_trace
 from tracemaker import TraceMaker, dying_relu
 
@@ -211,7 +211,8 @@ def test_flapping_layer_is_one_story(tmp_path):
 
 
 def ep(layer, signal, state, onset, pos, end=None, run=0, previous="normal", **stats):
-    return Episode(run, run, layer, signal, state, onset, end, previous, "M", "k", pos, stats)
+    return Episode(run=run, rank=run, layer=layer, signal=signal, state=state, onset=onset,
+                   end=end, previous=previous, module_type="M", kind="k", pos=pos, stats=stats)
 
 
 @pytest.mark.parametrize("rule,a,b,echo", [

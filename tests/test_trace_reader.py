@@ -151,3 +151,17 @@ def test_mutated_traces_never_end_in_a_traceback(tmp_path, capsys, lines):
         assert code in (0, 2), (code, err)
         if code == 2:
             assert out == "" and len(err.strip().splitlines()) == 1, err
+
+
+HOSTILE = "net.3\x1b[2J\x1b]0;pwned\x07\x1b]52;c;ZWNobyBoaQ==\x07"
+
+
+def test_control_sequences_from_a_trace_are_shown_escaped(tmp_path, capsys):
+    lines = [line.replace('"net.3"', json.dumps(HOSTILE)).replace('"train.py"', '"t\\u001b[31m.py"')
+             for line in _lines(dying_relu())]
+    path = _write(tmp_path, lines)
+    code, out, err = _explain(path, capsys)
+    assert code == 0 and "\x1b" not in out + err and "\x07" not in out + err
+    assert "net.3\\x1b[2J" in out
+    code, out, _ = _explain(path, capsys, "--json")
+    assert code == 0 and HOSTILE in {h["layer"] for h in json.loads(out)["hypotheses"]}

@@ -3,7 +3,8 @@ from __future__ import annotations
 
 import json
 
-GRADIENT_STATES = ("healthy", "vanishing", "exploding")
+from neuraldbg_cli import states
+
 MLP = [("net.0", "Linear", "param"), ("net.1", "ReLU", "relu"), ("net.2", "Linear", "param"),
        ("net.3", "ReLU", "relu"), ("net.4", "Linear", "param")]
 
@@ -33,8 +34,8 @@ class TraceMaker:
                     self.tr(0, name, "healthy")
 
     def tr(self, step, layer, to, *, signal=None, **stats):
-        if signal is None:
-            signal = "gradient" if to in GRADIENT_STATES else "activation"
+        if signal is None:      # the first signal that has the state: nonfinite is an activation
+            signal = next(s.name for s in states.SIGNALS.values() if s.state(to))
         typ, kind = self.layers.get(layer, ("Linear", "param"))
         key = (layer, signal)
         self.events.append({"event": "transition", "step": step, "layer": layer,

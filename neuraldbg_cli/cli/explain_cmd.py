@@ -5,8 +5,9 @@ import json
 import os
 import sys
 
-from ..explain.episodes import gate, mixed
 from ..explain.analysis import analyze, to_json
+from ..explain.runs import gate, mixed
+from ..inert import inert
 from ..trace import read_trace
 
 FAILED_GATE = 3
@@ -18,13 +19,13 @@ def explain_traces(paths, as_json: bool = False, fail_on=None) -> int:
     traces = [read_trace(p) for p in paths]
     analysis = analyze(traces)
     for message in [w for t in traces for w in t.warnings] + mixed(analysis.runs):
-        print(f"neuraldbg: warning: {message}", file=sys.stderr)
+        print(f"neuraldbg: warning: {inert(message)}", file=sys.stderr)
     if as_json:
         print(json.dumps(to_json(analysis), indent=2, allow_nan=False))
     else:
-        from ..explain.report import THEME, render
+        from ..explain.report import render, theme
 
-        console_for_stdout(THEME).print(render(analysis))
+        console_for_stdout(theme()).print(render(analysis))
     return FAILED_GATE if fail_on and gate(analysis.runs, fail_on) else 0
 
 

@@ -14,6 +14,8 @@ except ImportError:  # pragma: no cover - older typer uses click itself
     from click import exceptions as _cx
 
 from ..errors import InputError
+from ..inert import inert
+from ..states import failure_names
 from ..thresholds import Thresholds, defaults_text, load_thresholds, parse_states
 
 app = typer.Typer(
@@ -151,18 +153,18 @@ def _die_like_python(death) -> None:
 
 
 def _summary(session) -> None:
-    failures = session.failures(("dead", "saturated", "anomalous", "nonfinite", "vanishing", "exploding"))
+    # Failures only (CONTRACT schema 2): an anomalous shift is a warning sign, often the
+    # precursor of the failure the line should name first.
+    failures = session.failures(failure_names())
     steps = session.steps
     if not failures:
         print(f"neuraldbg: {steps} steps, no failure detected; trace: {session.path}",
               file=sys.stderr)
         return
-    # An anomalous shift is often only the precursor: name the first lasting kind of failure.
-    lasting = [t for t in failures if t["to"] != "anomalous"] or failures
-    first = min(lasting, key=lambda t: t["step"])
+    first = min(failures, key=lambda t: t["step"])
     layers = len({t["layer"] for t in failures})
     print(f"neuraldbg: {steps} steps, {len(failures)} failure transitions in {layers} layers; "
-          f"first: {first['layer']} {first['signal']} {first['to']} at step {first['step']}. "
+          f"first: {inert(first['layer'])} {first['signal']} {first['to']} at step {first['step']}. "
           f"Run: neuraldbg explain {session.path}", file=sys.stderr)
 
 

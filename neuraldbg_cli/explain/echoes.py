@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import math
 
-from .episodes import ACT, GRAD, INPUT
+from .runs import ACT, GRAD, INPUT_LAYER
 
 WINDOW = 5            # steps: onsets of one story differ by the debounce and a few updates
 HORIZON = 4 * WINDOW  # no rule links a failure to one that ended longer ago than this
@@ -77,7 +77,7 @@ def bad_update_corrupts_weights(a, b, ctx):
     """An optimizer step taken with exploding or NaN gradients throws the weights off, so the
     next forward passes go wrong everywhere (on every rank: the update is shared)."""
     if a.signal == GRAD and a.state in ("exploding", "nonfinite") and b.signal == ACT \
-            and b.onset > a.onset and _active(a, b.onset - 1) and b.layer != INPUT:
+            and b.onset > a.onset and _active(a, b.onset - 1) and b.layer != INPUT_LAYER:
         return f"the update with {a.state} gradients at step {a.onset} threw the weights off"
     return None
 
@@ -107,5 +107,5 @@ def relapses(a, b, ctx):
 
 
 ECHOES = [nonfinite_spreads, dead_cuts_gradients, change_spreads_forward,
-          bigger_activations_bigger_gradients, gradient_flows_backward, bad_update_corrupts_weights, same_failure_other_rank,
-          worsens_in_place, relapses]
+          bigger_activations_bigger_gradients, gradient_flows_backward, bad_update_corrupts_weights,
+          same_failure_other_rank, worsens_in_place, relapses]

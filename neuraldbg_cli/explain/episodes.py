@@ -1,42 +1,17 @@
-"""A trace digested: its run, layer order and failure episodes (a state held from onset to end)."""
+"""Failure episodes: a layer's signal held in one unhealthy state from its onset to its end."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..trace import Trace
-
-ACT, GRAD = "activation", "gradient"
-INPUT = "(input)"
-GOOD = ("normal", "healthy")
+from .. import states
+from .runs import ACT, INPUT_LAYER, Run
 
 
-@dataclass
-class Run:
-    """One trace, digested: what rules and report need, with transitions sorted by step
-    (the monitor writes them when confirmed, not in step order)."""
-    path: str
-    rank: int
-    world_size: int
-    script: str
-    run_id: str | None
-    status: str | None
-    steps: int | None
-    exit_code: int | None
-    error: str | None
-    layers: list
-    hparams: list
-    transitions: list
-    notes: list
-
-    @property
-    def last_step(self) -> int:
-        seen = [t["step"] for t in self.transitions] + [h["step"] for h in self.hparams]
-        return max([self.steps - 1 if self.steps else 0, *seen])
-
-
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Episode:
-    """A layer's signal in one unhealthy state, from `onset` until `end` (None: to the end)."""
+    """A layer's signal in one unhealthy state, from `onset` until `end` (None: to the end).
+    `run` indexes the traces given; `rank` is the process rank that wrote it; `pos` the
+    layer's forward position."""
     run: int
     rank: int
     layer: str
@@ -53,51 +28,10 @@ class Episode:
     lasting: bool = False       # the layer never got back to healthy after it
 
 
-def is_int(v) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool)
-
-
-def is_number(v) -> bool:
-    """A finite-or-not real number (NaN/inf arrive as strings, which are not numbers here)."""
-    return isinstance(v, (int, float)) and not isinstance(v, bool)
-
-
-def _valid(t: dict) -> bool:
-    return is_int(t.get("step")) and isinstance(t.get("layer"), str) \
-        and t.get("signal") in (ACT, GRAD) and isinstance(t.get("to"), str)
-
-
-def _get(event: dict, key: str, ok, default=None):
-    """A value of the expected kind, or the default: a reader ignores what it cannot use."""
-    value = event.get(key)
-    return value if ok(value) else default
-
-
-def _str(v) -> bool:
-    return isinstance(v, str)
-
-
-def digest(trace: Trace) -> Run:
-    start, end = trace.start, trace.end or {}
-    layers = [l for m in trace.of("model") if isinstance(m.get("layers"), list)
-              for l in m["layers"] if isinstance(l, dict) and _str(l.get("name"))]
-    hparams = [h for h in trace.of("hparams") if is_int(h.get("step")) and isinstance(h.get("lr"), list)]
-    return Run(
-        path=trace.path, rank=_get(start, "rank", is_int, 0),
-        world_size=_get(start, "world_size", is_int, 1),
-        script=_get(start, "script", _str, "?"),
-        run_id=_get(start, "run_id", lambda v: _str(v) or is_int(v)),
-        status=_get(end, "status", _str), steps=_get(end, "steps", is_int),
-        exit_code=_get(end, "exit_code", is_int), error=_get(end, "error", _str),
-        layers=layers, hparams=sorted(hparams, key=lambda e: e["step"]),
-        transitions=sorted((t for t in trace.of("transition") if _valid(t)), key=lambda e: e["step"]),
-        notes=[w for w in trace.of("warning") if _str(w.get("message"))])
-
-
 def layer_order(runs: list) -> dict:
     """Forward position of each layer: the input first, then the model events' order; layers
     known only from transitions come last."""
-    order = {INPUT: -1}
+    order = {INPUT_LAYER: -1}
     for name in [l["name"] for r in runs for l in r.layers] + \
             [t["layer"] for r in runs for t in r.transitions]:
         order.setdefault(name, len(order) - 1)
@@ -105,22 +39,24 @@ def layer_order(runs: list) -> dict:
 
 
 def episodes(run: Run, index: int, order: dict) -> list:
-    """The unhealthy stretches of each layer's activation and gradient in one run."""
+    """The unhealthy stretches of each layer's signals (every registered one) in one run."""
+    good = states.ok_names()
     tracks: dict = {}
     for t in run.transitions:
         tracks.setdefault((t["layer"], t["signal"]), []).append(t)
     out = []
     for (layer, signal), ts in tracks.items():
-        healed = max((i for i, t in enumerate(ts) if t["to"] in GOOD), default=-1)
+        healed = max((i for i, t in enumerate(ts) if t["to"] in good), default=-1)
         for i, (t, nxt) in enumerate(zip(ts, ts[1:] + [None])):
-            if t["to"] in GOOD:
+            if t["to"] in good:
                 continue
-            stats = t.get("stats") if isinstance(t.get("stats"), dict) else {}
-            out.append(Episode(index, run.rank, layer, signal, t["to"], t["step"],
-                               nxt["step"] if nxt else None, t.get("from"),
-                               str(t.get("module_type") or "?"), str(t.get("kind") or ""),
-                               order[layer], stats, nxt is not None and nxt["to"] in GOOD,
-                               i > healed))
+            out.append(Episode(
+                run=index, rank=run.rank, layer=layer, signal=signal, state=t["to"],
+                onset=t["step"], end=nxt["step"] if nxt else None, previous=t.get("from"),
+                module_type=str(t.get("module_type") or "?"), kind=str(t.get("kind") or ""),
+                pos=order[layer],
+                stats=t.get("stats") if isinstance(t.get("stats"), dict) else {},
+                recovered=nxt is not None and nxt["to"] in good, lasting=i > healed))
     return out
 
 
@@ -129,27 +65,3 @@ def precedence(ep: Episode) -> tuple:
     (gradients, from the loss back to the first layer); then by rank."""
     act = ep.signal == ACT
     return ep.onset, 0 if act else 1, ep.pos if act else -ep.pos, ep.rank, ep.run
-
-
-def gate(runs: list, states) -> list:
-    """The transitions into any of `states` (the --fail-on gate, after the fact)."""
-    wanted = set(states or ())
-    return [t for r in runs for t in r.transitions if t["to"] in wanted]
-
-
-def mixed(runs: list) -> list:
-    """Warnings when the traces given together do not look like the ranks of one run."""
-    out = []
-    ids = {r.run_id for r in runs if r.run_id}
-    if len(ids) > 1:
-        out.append(f"the traces come from different runs (run_id {', '.join(sorted(map(str, ids)))})")
-    for what, get in (("script", lambda r: r.script), ("world_size", lambda r: r.world_size)):
-        values = {get(r) for r in runs}
-        if len(values) > 1:
-            out.append(f"the traces differ in {what}: " +
-                       ", ".join(f"{get(r)} ({r.path})" for r in runs))
-    ranks = [r.rank for r in runs]
-    for rank in sorted({k for k in ranks if ranks.count(k) > 1}):
-        paths = [r.path for r in runs if r.rank == rank]
-        out.append(f"rank {rank} appears in several traces: {', '.join(paths)}")
-    return out

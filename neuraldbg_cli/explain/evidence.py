@@ -1,8 +1,15 @@
 """Failures in words: the sentences and numbers a hypothesis shows as summary and evidence."""
 from __future__ import annotations
 
+from .. import states
 from .echoes import WINDOW
-from .episodes import GRAD, INPUT, Episode, Run, is_int
+from .episodes import Episode
+from .runs import ACT, INPUT_LAYER, Run, is_int
+
+# The batch is not a layer: it holds values rather than outputs them, so a few states read
+# differently for it; the rest use the registry's verb, less the layer's "output".
+_INPUT_VERB = {"nonfinite": "turned NaN/inf"}
+_SEEN_AT_INPUT = "input"    # stats["observed"]: a layer judged by the zeros of its input
 
 
 def cap(text: str) -> str:
@@ -12,17 +19,21 @@ def cap(text: str) -> str:
 
 def describe(ep) -> str:
     """'net.3 (ReLU) died', 'the gradient of net.0 (Linear) vanished', ..."""
-    if ep.layer == INPUT:
-        return "the model's input (the batch) " + (
-            "turned NaN/inf" if ep.state == "nonfinite" else "shifted abruptly")
+    if ep.layer == INPUT_LAYER:
+        verb = _INPUT_VERB.get(ep.state) or verb_of(ep).removeprefix("output ")
+        return f"the model's input (the batch) {verb}"
     who = f"{ep.layer} ({ep.module_type})"
-    if ep.signal == GRAD:
-        verb = {"vanishing": "vanished", "exploding": "exploded", "nonfinite": "turned NaN/inf"}
-        return f"the gradient of {who} {verb.get(ep.state, ep.state)}"
-    if ep.stats.get("observed") == "input":
+    if ep.signal != ACT:
+        return f"the {ep.signal} of {who} {verb_of(ep)}"
+    if ep.stats.get("observed") == _SEEN_AT_INPUT:
         return f"the input of {who} went {ep.state} (a functional activation before it)"
-    verb = {"nonfinite": "output NaN/inf", "anomalous": "output shifted abruptly", "dead": "died"}
-    return f"{who} {verb.get(ep.state, ep.state)}"
+    return f"{who} {verb_of(ep)}"
+
+
+def verb_of(ep) -> str:
+    """How a sentence says the layer entered its state (the state's name if unregistered)."""
+    known = states.state_of(ep.signal, ep.state)
+    return known.verb if known is not None and known.verb else ep.state
 
 
 def _num(v) -> str:

@@ -3,8 +3,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .. import states
 from .echoes import WINDOW
-from .episodes import INPUT
+from .runs import INPUT_LAYER
 
 LR_WINDOW = 20      # steps: how long after a learning-rate increase a failure is blamed on it
 UNSCALED_RMS = 20.0   # input rms from which data looks unstandardised (images in 0..255: ~100)
@@ -41,21 +42,6 @@ _FIX_INIT = {
     "nonfinite": "Check the initial weights for NaN/inf or extreme values (custom init, loaded "
                  "checkpoint).",
 }
-_FIX_UNKNOWN = {
-    "dead": "Switch to LeakyReLU/GELU, lower the learning rate, and check the bias of the layer "
-            "before it.",
-    "saturated": "Normalise the input of this layer (BatchNorm/LayerNorm before it) or lower "
-                 "the learning rate.",
-    "anomalous": "Look at the batches around this step (outliers, a changed data source); if it "
-                 "recurs, lower the learning rate.",
-    "vanishing": "Add normalisation or residual paths, and check that no detach() or no_grad "
-                 "cuts the graph before this layer.",
-    "exploding": "Clip gradients (torch.nn.utils.clip_grad_norm_) and lower the learning rate; "
-                 "check the scale of the loss and the targets.",
-    "nonfinite": "Find the operation that overflows (log/sqrt/division of values reaching 0, "
-                 "float16 overflow): add an eps or clamp, use stable losses (log_softmax, "
-                 "BCEWithLogitsLoss), and clip gradients.",
-}
 _FIX_ARCH = ("Add normalisation (LayerNorm/BatchNorm) or residual connections between the "
              "saturating layers, or switch them to ReLU-family/GELU activations.")
 
@@ -63,7 +49,7 @@ _FIX_ARCH = ("Add normalisation (LayerNorm/BatchNorm) or residual connections be
 def bad_batch(ep, ctx):
     """The outermost module's input was already NaN/inf or off-scale: the data, not the
     model, started it."""
-    if ep.layer != INPUT:
+    if ep.layer != INPUT_LAYER:
         return None
     if ep.state == "nonfinite":
         return Finding("input_data", 0.9, "the data was bad before any layer ran",
@@ -81,7 +67,7 @@ def bad_batch(ep, ctx):
 def unscaled_input(ep, ctx):
     """Features fed in raw units (rms in the tens or thousands, not ~1): the first layers'
     pre-activations are huge, so activations saturate or die and gradients blow up."""
-    if ep.layer == INPUT or ep.state not in ("saturated", "dead", "exploding", "vanishing"):
+    if ep.layer == INPUT_LAYER or ep.state not in ("saturated", "dead", "exploding", "vanishing"):
         return None
     rms = ctx.input_rms(ep.run, ep.onset)
     if rms is None or rms < UNSCALED_RMS:
@@ -179,8 +165,10 @@ def deep_without_norm(ep, ctx):
 
 def unexplained(ep, ctx):
     """Nothing in the trace points at a cause: say so, and give the usual remedy."""
+    known = states.state_of(ep.signal, ep.state)
     return Finding("unknown", 0.55, "no learning-rate change, bad input or initial state "
-                   "explains it", (), _FIX_UNKNOWN.get(ep.state, "Lower the learning rate."))
+                   "explains it", (), known.fix if known is not None and known.fix
+                   else "Lower the learning rate.")
 
 
 CAUSES = [bad_batch, unscaled_input, raised_learning_rate, high_learning_rate, present_from_start,

@@ -59,5 +59,10 @@ class NeuralDbg:
         """True when a `fail_on` state was detected."""
         return bool(self.session and self.session.failures(self.fail_on))
 
-    def failures(self, states=("dead", "saturated", "anomalous", "nonfinite", "vanishing", "exploding")) -> list:
+    def failures(self, states=None) -> list:
+        """Transitions into any of `states`; by default every failure state (not anomalous)."""
+        if states is None:
+            from ..states import failure_names
+
+            states = failure_names()
         return self.session.failures(states) if self.session else []
