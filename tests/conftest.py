@@ -20,7 +20,7 @@ SAMPLES = REPO / "sample_scripts"
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 SCRIPTS = Path(__file__).resolve().parent / "scripts"
 
-# Stricter than the contract's failure set: a healthy run should not even shift abruptly.
+# What a healthy run must never enter: the failures, and the warning sign `anomalous` too.
 FAILURE_STATES = ("dead", "saturated", "anomalous", "nonfinite", "vanishing", "exploding")
 
 

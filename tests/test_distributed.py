@@ -43,7 +43,8 @@ def test_bad_shard_on_rank1_is_traced_per_rank_and_explained(tmp_path, capsys):
     out, err = capsys.readouterr()
     assert rc == 0, err
     top = json.loads(out)["hypotheses"][0]
-    assert (top["process_rank"], top["symptom"], top["cause"], top["step"]) == (1, "nonfinite", "input_data", 12)
+    assert (top["process_rank"], top["symptom"], top["cause"], top["step"]) == \
+        (1, "nonfinite", "input_data", 12)
 
 
 def test_healthy_two_rank_run_raises_no_alarm(tmp_path):
