@@ -1,27 +1,18 @@
 """Trace-schema lines of the contract, checked in-process: layer names, first observations,
-the (input) pseudo-layer, learning-rate events, functional activations, steps."""
-import json
-from pathlib import Path
+the (input) pseudo-layer, learning-rate events, functional activations, steps (and `run
+--every` once through the command)."""
+import gc
+import weakref
 
+import pytest
 import torch
 from torch import nn
 from torch.nn import functional as F
 
+from conftest import run_neuraldbg, train, trace_events
 from neuraldbg_cli import NeuralDbg
 
-
-def events(path):
-    return [json.loads(line) for line in Path(path).read_text().splitlines()]
-
-
-def train(model, x, y, steps, opt, before_step=None):
-    for step in range(steps):
-        if before_step:
-            before_step(step)
-        loss = F.mse_loss(model(x), y)
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
+pytestmark = pytest.mark.usefixtures("hooks_clean")
 
 
 def test_layer_names_are_qualified_names_in_the_outermost_module(tmp_path):
@@ -40,8 +31,8 @@ def test_layer_names_are_qualified_names_in_the_outermost_module(tmp_path):
     opt = torch.optim.SGD(net.parameters(), lr=0.01)
     with NeuralDbg(trace=str(tmp_path / "t.jsonl")):
         net.encoder(torch.randn(2, 4)).sum().backward()     # a submodule called on its own first
-        train(net, torch.randn(8, 4), torch.randn(8, 1), 3, opt)
-    evs = events(tmp_path / "t.jsonl")
+        train(net, torch.randn(8, 4), torch.randn(8, 1), 3, opt=opt)
+    evs = trace_events(tmp_path / "t.jsonl")
     layers = {e["layer"] for e in evs if e["event"] == "transition"}
     assert {"encoder.0", "encoder.1", "head", "(input)"} <= layers
     assert not {"0", "1"} & layers
@@ -51,8 +42,8 @@ def test_a_bare_module_is_the_root(tmp_path):
     lin = nn.Linear(3, 2)
     opt = torch.optim.SGD(lin.parameters(), lr=0.01)
     with NeuralDbg(trace=str(tmp_path / "t.jsonl")):
-        train(lin, torch.randn(4, 3), torch.randn(4, 2), 2, opt)
-    evs = [e for e in events(tmp_path / "t.jsonl") if e["event"] == "transition"]
+        train(lin, torch.randn(4, 3), torch.randn(4, 2), 2, opt=opt)
+    evs = [e for e in trace_events(tmp_path / "t.jsonl") if e["event"] == "transition"]
     assert {(e["layer"], e["signal"], e["from"], e["to"]) for e in evs} == {
         ("(root)", "activation", None, "normal"), ("(root)", "gradient", None, "healthy"),
         ("(input)", "activation", None, "normal")}
@@ -74,7 +65,7 @@ def test_two_models_get_distinct_names(tmp_path):
             opt.zero_grad()
             loss.backward()
             opt.step()
-    evs = events(tmp_path / "t.jsonl")
+    evs = trace_events(tmp_path / "t.jsonl")
     layers = {e["layer"] for e in evs if e["event"] == "transition"}
     assert {"0", "1", "2", "Critic.0", "Critic.1", "Critic.2"} <= layers
     assert [e["root"] for e in evs if e["event"] == "model"] == ["Sequential", "Critic"]
@@ -100,7 +91,7 @@ def test_learning_rate_changes_are_recorded_at_the_step_that_used_them(tmp_path)
             loss.backward()
             opt.step()
             sched.step()
-    hp = [e for e in events(tmp_path / "t.jsonl") if e["event"] == "hparams"]
+    hp = [e for e in trace_events(tmp_path / "t.jsonl") if e["event"] == "hparams"]
     assert hp[0]["step"] == 0 and hp[0]["lr"] == [0.01] and hp[0]["momentum"] == 0.9
     jump = [e for e in hp if e["step"] == 10]
     assert jump and jump[0]["lr"] == [0.5] and jump[0]["previous_lr"] is not None
@@ -123,7 +114,7 @@ def test_functional_relu_dead_is_caught_on_the_next_layer(tmp_path):
     net = Net()
     opt = torch.optim.SGD(net.parameters(), lr=0.01)
     with NeuralDbg(net, trace=str(tmp_path / "t.jsonl")) as dbg:
-        train(net, torch.randn(16, 6), torch.randn(16, 1), 4, opt)
+        train(net, torch.randn(16, 6), torch.randn(16, 1), 4, opt=opt)
     dead = [(e["layer"], e["step"], e["stats"].get("observed")) for e in dbg.failures(("dead",))]
     assert dead == [("fc3", 0, "input")]
     assert dbg.steps == 4
@@ -135,7 +126,7 @@ def test_outputs_of_layers_after_eval_passes_do_not_count(tmp_path):
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
     with NeuralDbg(model, trace=str(tmp_path / "t.jsonl")) as dbg:
         for _ in range(3):
-            train(model, torch.randn(8, 4), torch.randn(8, 1), 1, opt)
+            train(model, torch.randn(8, 4), torch.randn(8, 1), 1, opt=opt)
             model.eval()
             with torch.no_grad():
                 model(torch.full((8, 4), float("nan")))      # would be nonfinite if counted
@@ -143,6 +134,7 @@ def test_outputs_of_layers_after_eval_passes_do_not_count(tmp_path):
     assert dbg.steps == 3 and dbg.failures() == []
 
 
+@pytest.mark.e2e          # inductor runs the C++ compiler in subprocesses: seconds, not ms
 def test_model_compiled_in_place_is_named_and_observed(tmp_path):
     """model.compile() runs even the outermost hooks inside compiled code."""
     torch.manual_seed(0)
@@ -161,7 +153,7 @@ def test_model_compiled_in_place_is_named_and_observed(tmp_path):
     net.compile()
     opt = torch.optim.SGD(net.parameters(), lr=0.01)
     with NeuralDbg(trace=str(tmp_path / "t.jsonl")) as dbg:
-        train(net, torch.randn(16, 8), torch.randn(16, 1), 3, opt)
+        train(net, torch.randn(16, 8), torch.randn(16, 1), 3, opt=opt)
     assert [(e["layer"], e["step"], e["from"]) for e in dbg.failures(("dead",))] == [("act", 0, None)]
     assert ("fc1", "vanishing") in {(e["layer"], e["to"]) for e in dbg.failures()}
 
@@ -178,33 +170,25 @@ def test_every_nth_step_observes_only_those_steps(tmp_path):
                 model[0].bias.fill_(-100.0)         # the ReLU dies from step 7 on
 
     with NeuralDbg(trace=str(tmp_path / "t.jsonl"), every=3) as dbg:
-        train(model, x, y, 20, opt, before)
-    evs = events(tmp_path / "t.jsonl")
+        train(model, x, y, 20, opt=opt, before_step=before)
+    evs = trace_events(tmp_path / "t.jsonl")
     assert evs[0]["every"] == 3 and dbg.steps == 20
     assert all(e["step"] % 3 == 0 for e in evs if e["event"] == "transition")
     assert [(e["layer"], e["step"]) for e in dbg.failures(("dead",))] == [("1", 9)]
 
 
 def test_every_must_be_positive():
-    import pytest
-
     with pytest.raises(ValueError):
         NeuralDbg(every=0)
 
 
+@pytest.mark.e2e
 def test_every_option_of_run(tmp_path):
-    import subprocess
-    import sys
-
     script = tmp_path / "s.py"
     script.write_text("import torch\nm = torch.nn.Linear(2, 1)\nopt = torch.optim.SGD(m.parameters(), lr=0.1)\n"
                       "for _ in range(5):\n    m(torch.randn(3, 2)).sum().backward(); opt.step(); opt.zero_grad()\n")
-    run = [sys.executable, "-m", "neuraldbg_cli", "run", "--trace", str(tmp_path / "t.jsonl")]
-    bad = subprocess.run(run[:-2] + ["--every", "0", str(script)], capture_output=True, text=True)
-    assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1 and "--every" in bad.stderr
-    ok = subprocess.run(run + ["--every", "2", str(script)], capture_output=True, text=True)
-    assert ok.returncode == 0, ok.stderr
-    evs = events(tmp_path / "t.jsonl")
+    proc, evs = run_neuraldbg(tmp_path, script, options=["--every", "2"])
+    assert proc.returncode == 0, proc.stderr
     assert evs[0]["every"] == 2 and evs[-1]["steps"] == 5
 
 
@@ -227,27 +211,24 @@ def test_a_layer_first_trained_later_has_its_gradient_observed_from_then(tmp_pat
     def switch(step):
         net.use_b = step >= 3
     with NeuralDbg(trace=str(tmp_path / "t.jsonl")):
-        train(net, torch.randn(8, 4), torch.randn(8, 1), 6, opt, before_step=switch)
-    first = {e["layer"]: e["step"] for e in events(tmp_path / "t.jsonl")
+        train(net, torch.randn(8, 4), torch.randn(8, 1), 6, opt=opt, before_step=switch)
+    first = {e["layer"]: e["step"] for e in trace_events(tmp_path / "t.jsonl")
              if e["event"] == "transition" and e["signal"] == "gradient" and e["from"] is None}
     assert first == {"body": 0, "a": 0, "b": 3}
 
 
 def test_a_model_and_optimizer_dropped_between_phases_are_released(tmp_path):
-    import gc
-    import weakref
-
     x, y = torch.randn(8, 4), torch.randn(8, 1)
     with NeuralDbg(trace=str(tmp_path / "t.jsonl")):
         first = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 1))
-        train(first, x, y, 3, torch.optim.SGD(first.parameters(), lr=0.01))
+        train(first, x, y, 3, opt=torch.optim.SGD(first.parameters(), lr=0.01))
         gone = weakref.ref(first[0].weight)
         del first
         second = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 1))
-        train(second, x, y, 3, torch.optim.SGD(second.parameters(), lr=0.01))
+        train(second, x, y, 3, opt=torch.optim.SGD(second.parameters(), lr=0.01))
         gc.collect()
         assert gone() is None, "the monitor keeps the first phase's parameters alive"
-    evs = events(tmp_path / "t.jsonl")
+    evs = trace_events(tmp_path / "t.jsonl")
     models = [e for e in evs if e["event"] == "model"]
     assert [m["step"] for m in models] == [0, 3]
     second_names = {layer["name"] for layer in models[1]["layers"]}
@@ -272,8 +253,8 @@ def test_a_tensor_learning_rate_is_recorded_when_it_changes(tmp_path):
         if step == 3:
             opt.param_groups[0]["lr"].fill_(0.1)     # in place, as tensor schedules do
     with NeuralDbg(trace=str(tmp_path / "t.jsonl")):
-        train(model, torch.randn(8, 4), torch.randn(8, 1), 6, opt, before_step=schedule)
-    hp = [(e["step"], round(e["lr"][0], 6)) for e in events(tmp_path / "t.jsonl")
+        train(model, torch.randn(8, 4), torch.randn(8, 1), 6, opt=opt, before_step=schedule)
+    hp = [(e["step"], round(e["lr"][0], 6)) for e in trace_events(tmp_path / "t.jsonl")
           if e["event"] == "hparams"]
     assert hp == [(0, 0.01), (3, 0.1)], hp              # (float32 values, rounded)
     assert len(reads) == 2, "read at every step, not only when it changed"

@@ -8,56 +8,17 @@ from __future__ import annotations
 
 import collections
 import dataclasses
-import importlib
-import json
-import subprocess
-import sys
 from pathlib import Path
 from typing import Optional
 
 import pytest
 import torch
 from torch import nn
-from torch.nn.modules import module as nn_module
 
+from conftest import SCRIPTS, assert_hooks_clean, run_neuraldbg, trace_events, train
 from neuraldbg_cli import NeuralDbg
 
-SCRIPTS = Path(__file__).parent / "scripts"
 HEALTHY = ("normal", "healthy")
-_OPT = importlib.import_module("torch.optim.optimizer")
-_ORIG_OPT_INIT = torch.optim.Optimizer.__init__
-
-
-# ---- helpers ---------------------------------------------------------------------------
-def read_trace(path) -> list:
-    """Every line must be strict JSON (no NaN/Infinity literals) and an event object."""
-    text = Path(path).read_text()
-    assert text.endswith("\n"), "trace does not end at a complete line"
-    events = []
-    for n, line in enumerate(text.splitlines(), 1):
-        event = json.loads(line, parse_constant=lambda c: pytest.fail(f"line {n}: {c} in JSON"))
-        assert isinstance(event, dict) and "event" in event, f"line {n}: {line[:80]}"
-        events.append(event)
-    assert events[0]["event"] == "run_start" and events[0]["schema"] == 1
-    assert events[-1]["event"] == "run_end", events[-1]
-    return events
-
-
-def hook_state() -> dict:
-    return {
-        "forward": dict(nn_module._global_forward_hooks),
-        "forward_pre": dict(nn_module._global_forward_pre_hooks),
-        "forward_always": dict(nn_module._global_forward_hooks_always_called),
-        "backward": dict(nn_module._global_backward_hooks),
-        "backward_pre": dict(nn_module._global_backward_pre_hooks),
-        "opt_post": dict(_OPT._global_optimizer_post_hooks),
-        "opt_pre": dict(_OPT._global_optimizer_pre_hooks),
-    }
-
-
-def assert_clean():
-    assert all(not v for v in hook_state().values()), hook_state()
-    assert torch.optim.Optimizer.__init__ is _ORIG_OPT_INIT
 
 
 def failures(dbg) -> list:
@@ -65,14 +26,14 @@ def failures(dbg) -> list:
             if t["to"] not in HEALTHY]
 
 
-def observe(tmp_path, model, train, *, healthy=True, **kwargs):
-    """Run `train()` under NeuralDbg(model); return (dbg, events)."""
-    assert_clean()
+def observe(tmp_path, model, training, *, healthy=True, **kwargs):
+    """Run `training()` under NeuralDbg(model); return (dbg, events)."""
+    assert_hooks_clean()
     trace = tmp_path / "t.jsonl"
     with NeuralDbg(model, trace=str(trace), **kwargs) as dbg:
-        train()
-    assert_clean()
-    events = read_trace(trace)
+        training()
+    assert_hooks_clean()
+    events = trace_events(trace)
     end = events[-1]
     assert end["status"] == "completed" and end["error"] is None, end
     assert end["steps"] == dbg.steps
@@ -81,36 +42,13 @@ def observe(tmp_path, model, train, *, healthy=True, **kwargs):
     return dbg, events
 
 
-def sgd_loop(model, x, y, steps=5, lr=0.01, opt=None, loss_of=None):
-    opt = opt or torch.optim.SGD([p for p in model.parameters() if p.requires_grad], lr=lr)
-    loss_of = loss_of or (lambda out: ((out - y) ** 2).mean())
-    for _ in range(steps):
-        loss = loss_of(model(x))
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-    return opt
-
-
 def layers_seen(dbg) -> set:
     return {t["layer"] for t in dbg.transitions}
 
 
-def _force_clean():
-    """Remove whatever a failed case left installed, so that one leak fails one test only."""
-    for d in (nn_module._global_forward_hooks, nn_module._global_forward_pre_hooks,
-              nn_module._global_forward_hooks_always_called, nn_module._global_backward_hooks,
-              nn_module._global_backward_pre_hooks, _OPT._global_optimizer_post_hooks,
-              _OPT._global_optimizer_pre_hooks):
-        d.clear()
-    torch.optim.Optimizer.__init__ = _ORIG_OPT_INIT
-
-
 @pytest.fixture(autouse=True)
-def _seed():
+def _seed(hooks_clean):
     torch.manual_seed(0)
-    yield
-    _force_clean()
 
 
 # ---- odd outputs ----------------------------------------------------------------------
@@ -210,7 +148,7 @@ class OddModel(nn.Module):
 def test_odd_outputs_tuple_dict_dataclass_none_int_empty(tmp_path):
     model = OddModel()
     x, y = torch.randn(16, 4), torch.randn(16, 1)
-    dbg, events = observe(tmp_path, model, lambda: sgd_loop(model, x, y, steps=4))
+    dbg, events = observe(tmp_path, model, lambda: train(model, x, y, steps=4))
     assert dbg.steps == 4
     seen = layers_seen(dbg)
     assert {"tup.fc", "dct.fc", "dc.fc"} <= seen, seen
@@ -236,7 +174,7 @@ def test_a_module_with_a_scalar_output_of_either_sign(tmp_path):
 
     model = M()
     x, y = torch.randn(8, 4), torch.randn(8, 1)
-    dbg, events = observe(tmp_path, model, lambda: sgd_loop(model, x, y, steps=12))
+    dbg, events = observe(tmp_path, model, lambda: train(model, x, y, steps=12))
     assert not [e for e in events if e["event"] == "warning"]
     offset = [t for t in dbg.transitions if t["layer"] == "offset"]
     assert [t["to"] for t in offset] == ["normal"] and offset[0]["stats"]["rms"] > 4.0
@@ -253,7 +191,7 @@ def test_hf_style_output_ordered_dict_dataclass(tmp_path):
 
     model = M()
     x, y = torch.randn(8, 4), torch.randn(8, 1)
-    dbg, _ = observe(tmp_path, model, lambda: sgd_loop(model, x, y, steps=3,
+    dbg, _ = observe(tmp_path, model, lambda: train(model, x, y, steps=3,
                                                       loss_of=lambda o: ((o["logits"] - y) ** 2).mean()))
     assert dbg.steps == 3 and "fc" in layers_seen(dbg)
 
@@ -264,14 +202,14 @@ def test_batch_size_one_no_false_nonfinite(tmp_path):
     xs, ys = torch.randn(6, 1, 6), torch.randn(6, 1, 1)
     opt = torch.optim.Adam(model.parameters(), lr=1e-3)
 
-    def train():
+    def training():
         for x, y in zip(xs, ys):
             loss = ((model(x) - y) ** 2).mean()
             opt.zero_grad()
             loss.backward()
             opt.step()
 
-    dbg, events = observe(tmp_path, model, train, healthy=False)
+    dbg, events = observe(tmp_path, model, training, healthy=False)
     bad = [f for f in failures(dbg) if f[3] == "nonfinite"]
     assert bad == []
     for e in events:
@@ -298,7 +236,7 @@ def test_bf16_submodule_and_cpu_autocast(tmp_path):
     x, y = torch.randn(16, 8), torch.randn(16, 1)
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
 
-    def train():
+    def training():
         for i in range(6):
             ctx = torch.autocast(device_type="cpu", dtype=torch.bfloat16) if i % 2 else _null()
             with ctx:
@@ -308,7 +246,7 @@ def test_bf16_submodule_and_cpu_autocast(tmp_path):
             loss.backward()
             opt.step()
 
-    dbg, events = observe(tmp_path, model, train)
+    dbg, events = observe(tmp_path, model, training)
     assert dbg.steps == 6
     assert {"a", "act", "b", "c"} <= layers_seen(dbg)
     assert not [e for e in events if e["event"] == "warning"]
@@ -325,7 +263,7 @@ class _null:
 def test_float16_model(tmp_path):
     model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 1)).half()
     x, y = torch.randn(16, 4).half(), torch.randn(16, 1).half()
-    dbg, events = observe(tmp_path, model, lambda: sgd_loop(model, x, y, steps=4))
+    dbg, events = observe(tmp_path, model, lambda: train(model, x, y, steps=4))
     assert dbg.steps == 4
     assert not [e for e in events if e["event"] == "warning"]
 
@@ -333,7 +271,7 @@ def test_float16_model(tmp_path):
 def test_float64_model(tmp_path, capsys):
     model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 1)).double()
     x, y = torch.randn(16, 4).double(), torch.randn(16, 1).double()
-    dbg, events = observe(tmp_path, model, lambda: sgd_loop(model, x, y, steps=4))
+    dbg, events = observe(tmp_path, model, lambda: train(model, x, y, steps=4))
     assert capsys.readouterr().err == ""
     assert not [e for e in events if e["event"] == "warning"]
     assert dbg.steps == 4
@@ -344,14 +282,14 @@ def test_float64_model(tmp_path, capsys):
 def test_inplace_relu_healthy_and_dead(tmp_path):
     healthy = nn.Sequential(nn.Linear(8, 16), nn.ReLU(inplace=True), nn.Linear(16, 1))
     x, y = torch.randn(32, 8), torch.randn(32, 1)
-    dbg, _ = observe(tmp_path, healthy, lambda: sgd_loop(healthy, x, y, steps=4))
+    dbg, _ = observe(tmp_path, healthy, lambda: train(healthy, x, y, steps=4))
     assert "1" in layers_seen(dbg)
 
     dead = nn.Sequential(nn.Linear(8, 16), nn.ReLU(inplace=True), nn.Linear(16, 1))
     with torch.no_grad():
         dead[0].bias.fill_(-50.0)
     (tmp_path / "dead").mkdir()
-    dbg, _ = observe(tmp_path / "dead", dead, lambda: sgd_loop(dead, x, y, steps=4), healthy=False)
+    dbg, _ = observe(tmp_path / "dead", dead, lambda: train(dead, x, y, steps=4), healthy=False)
     assert (0, "1", "activation", "dead") in failures(dbg), failures(dbg)
 
 
@@ -377,7 +315,7 @@ def test_weight_tying_module_called_twice(tmp_path):
     def loss_of(logits):
         return nn.functional.cross_entropy(logits.reshape(-1, 20), ids.reshape(-1))
 
-    dbg, events = observe(tmp_path, model, lambda: sgd_loop(model, ids, None, steps=5, lr=0.1,
+    dbg, events = observe(tmp_path, model, lambda: train(model, ids, None, steps=5, lr=0.1,
                                                            loss_of=loss_of))
     assert dbg.steps == 5
     model_ev = [e for e in events if e["event"] == "model"]
@@ -395,7 +333,7 @@ def test_frozen_parameters(tmp_path):
     x, y = torch.randn(32, 8), torch.randn(32, 1)
     # All parameters are given to the optimizer, frozen ones included (they have no grad).
     opt = torch.optim.Adam(model.parameters(), lr=1e-3)
-    dbg, _ = observe(tmp_path, model, lambda: sgd_loop(model, x, y, steps=4, opt=opt))
+    dbg, _ = observe(tmp_path, model, lambda: train(model, x, y, steps=4, opt=opt))
     grads = {t["layer"] for t in dbg.transitions if t["signal"] == "gradient"}
     assert grads == {"2", "4"}, grads
     assert "0" in layers_seen(dbg)             # its activation is still observed
@@ -413,7 +351,7 @@ def test_sparse_embedding_sgd(tmp_path):
 
     model = M()
     ids, y = torch.randint(0, 100, (16, 4)), torch.randn(16, 1)
-    dbg, events = observe(tmp_path, model, lambda: sgd_loop(model, ids, y, steps=4, lr=0.1))
+    dbg, events = observe(tmp_path, model, lambda: train(model, ids, y, steps=4, lr=0.1))
     assert dbg.steps == 4
     assert {"emb", "fc"} <= {t["layer"] for t in dbg.transitions if t["signal"] == "gradient"}
     assert not [e for e in events if e["event"] == "warning"]
@@ -434,14 +372,14 @@ def test_parameter_without_gradient(tmp_path):
     x, y = torch.randn(8, 4), torch.randn(8, 1)
     opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
 
-    def train():
+    def training():
         for _ in range(4):
             loss = ((model(x) - y) ** 2).mean()
             opt.zero_grad(set_to_none=False)
             loss.backward()
             opt.step()
 
-    dbg, _ = observe(tmp_path, model, train)
+    dbg, _ = observe(tmp_path, model, training)
     assert dbg.steps == 4
     assert "unused" not in layers_seen(dbg)
 
@@ -452,13 +390,13 @@ def test_forwards_outside_training_steps_no_grad(tmp_path):
     x, y = torch.randn(16, 4), torch.randn(16, 1)
     dead_x = torch.full((16, 4), -1e3)          # would kill the ReLU if it were observed
 
-    def train():
+    def training():
         with torch.no_grad():
             for _ in range(3):
                 model(dead_x)                    # before the first step, no gradients
         opt = torch.optim.SGD(model.parameters(), lr=0.01)
         for _ in range(2):
-            sgd_loop(model, x, y, steps=2, opt=opt)
+            train(model, x, y, steps=2, opt=opt)
             model.eval()
             with torch.inference_mode():
                 model(dead_x)                    # evaluation between steps
@@ -466,7 +404,7 @@ def test_forwards_outside_training_steps_no_grad(tmp_path):
             with torch.no_grad():
                 model(dead_x)
 
-    dbg, events = observe(tmp_path, model, train)
+    dbg, events = observe(tmp_path, model, training)
     assert dbg.steps == 4
     assert events[-1]["steps"] == 4
 
@@ -475,12 +413,12 @@ def test_dry_run_forward_before_optimizer_is_not_a_step(tmp_path):
     model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 1))
     x, y = torch.randn(16, 4), torch.randn(16, 1)
 
-    def train():
+    def training():
         model(x)                                 # e.g. a shape check, gradients enabled
         opt = torch.optim.SGD(model.parameters(), lr=0.01)
-        sgd_loop(model, x, y, steps=5, opt=opt)
+        train(model, x, y, steps=5, opt=opt)
 
-    dbg, events = observe(tmp_path, model, train)
+    dbg, events = observe(tmp_path, model, training)
     assert dbg.steps == 5
     hp = [e for e in events if e["event"] == "hparams"]
     assert hp and hp[0]["step"] == 0, hp
@@ -489,25 +427,18 @@ def test_dry_run_forward_before_optimizer_is_not_a_step(tmp_path):
 def test_lazy_module_api(tmp_path):
     model = nn.Sequential(nn.LazyLinear(8), nn.ReLU(), nn.Linear(8, 1))
     x, y = torch.randn(16, 4), torch.randn(16, 1)
-    try:
-        with NeuralDbg(model, trace=str(tmp_path / "t.jsonl")) as dbg:
-            model(x)
-            sgd_loop(model, x, y, steps=3, opt=torch.optim.SGD(model.parameters(), lr=0.01))
-    finally:
-        leaked = hook_state()
-        _force_clean()
-    assert all(not v for v in leaked.values()), leaked
+    with NeuralDbg(model, trace=str(tmp_path / "t.jsonl")) as dbg:
+        model(x)
+        train(model, x, y, steps=3, opt=torch.optim.SGD(model.parameters(), lr=0.01))
+    assert_hooks_clean()
     assert "0" in layers_seen(dbg)
 
 
+@pytest.mark.e2e
 def test_lazy_module_cli(tmp_path):
-    trace = tmp_path / "t.jsonl"
-    r = subprocess.run([sys.executable, "-m", "neuraldbg_cli", "run", "--trace", str(trace),
-                        str(SCRIPTS / "lazy_train.py")],
-                       capture_output=True, text=True, cwd=tmp_path, timeout=120)
+    r, events = run_neuraldbg(tmp_path, SCRIPTS / "lazy_train.py")
     assert r.returncode == 0, r.stderr[-2000:]
     assert "lazy ok" in r.stdout
-    events = read_trace(trace)
     assert events[-1]["status"] == "completed"
 
 
@@ -515,11 +446,11 @@ def test_gradient_accumulation(tmp_path):
     model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 1))
     x, y = torch.randn(16, 4), torch.randn(16, 1)
 
-    def train():
+    def training():
         opt = torch.optim.SGD(model.parameters(), lr=0.01)
         accumulate(model, opt, x, y)
 
-    dbg, _ = observe(tmp_path, model, train)
+    dbg, _ = observe(tmp_path, model, training)
     assert dbg.steps == 3
 
 
@@ -546,7 +477,7 @@ def test_lbfgs_closure(tmp_path):
     x, y = torch.randn(32, 4), torch.randn(32, 1)
     calls = []
 
-    def train():
+    def training():
         opt = torch.optim.LBFGS(model.parameters(), lr=0.5, max_iter=4)
 
         def closure():
@@ -559,7 +490,7 @@ def test_lbfgs_closure(tmp_path):
         for _ in range(3):
             opt.step(closure)
 
-    dbg, _ = observe(tmp_path, model, train)
+    dbg, _ = observe(tmp_path, model, training)
     assert len(calls) > 3                        # several forwards inside one step
     assert dbg.steps == 3
 
@@ -570,7 +501,7 @@ def test_gan_two_optimizers(tmp_path):
     bce = nn.BCEWithLogitsLoss()
     real = torch.randn(16, 8)
 
-    def train():
+    def training():
         opt_g = torch.optim.Adam(G.parameters(), lr=1e-3)
         opt_d = torch.optim.Adam(D.parameters(), lr=1e-3)
         for _ in range(5):
@@ -585,7 +516,7 @@ def test_gan_two_optimizers(tmp_path):
             g_loss.backward()
             opt_g.step()
 
-    dbg, events = observe(tmp_path, None, train)
+    dbg, events = observe(tmp_path, None, training)
     assert dbg.steps == 5
     models = [e for e in events if e["event"] == "model"]
     names = [layer["name"] for m in models for layer in m["layers"]]
@@ -608,7 +539,7 @@ def test_very_deep_model(tmp_path):
 
     model = nn.Sequential(*[Block() for _ in range(150)], nn.Linear(8, 1))  # 301 leaf layers
     x, y = torch.randn(8, 8), torch.randn(8, 1)
-    dbg, events = observe(tmp_path, model, lambda: sgd_loop(model, x, y, steps=3))
+    dbg, events = observe(tmp_path, model, lambda: train(model, x, y, steps=3))
     assert dbg.steps == 3
     model_ev = [e for e in events if e["event"] == "model"][0]
     assert len([la for la in model_ev["layers"] if la["kind"] != "container"]) == 301
@@ -639,9 +570,9 @@ def test_long_run_trace_and_memory_stay_flat(tmp_path):
             if step in (500, 3000):
                 rss[step] = _rss_kb()
                 lines[step] = trace.read_text().count("\n")
-    assert_clean()
+    assert_hooks_clean()
     assert dbg.steps == 3000
-    events = read_trace(trace)
+    events = trace_events(trace)
     assert lines[3000] == lines[500], lines          # no event per step
     assert len(events) < 40, collections.Counter(e["event"] for e in events)
     assert rss[3000] <= rss[500] * 1.05, rss
@@ -655,11 +586,11 @@ def test_exception_in_block_closes_trace_and_unhooks(tmp_path):
     trace = tmp_path / "t.jsonl"
     with pytest.raises(RuntimeError, match="user bug"):
         with NeuralDbg(model, trace=str(trace)):
-            sgd_loop(model, x, y, steps=2)
+            train(model, x, y, steps=2)
             model(x)                              # a forward of a step that never ends
             raise RuntimeError("user bug")
-    assert_clean()
-    events = read_trace(trace)
+    assert_hooks_clean()
+    events = trace_events(trace)
     assert events[-1]["status"] == "failed"
     assert events[-1]["error"] == "RuntimeError: user bug"
     assert events[-1]["steps"] == 2
@@ -671,21 +602,19 @@ def test_two_blocks_in_a_row_and_nested_optimizer_creation(tmp_path):
     x, y = torch.randn(8, 4), torch.randn(8, 1)
     for i in range(2):
         with NeuralDbg(model, trace=str(tmp_path / f"t{i}.jsonl")) as dbg:
-            sgd_loop(model, x, y, steps=3)
+            train(model, x, y, steps=3)
         assert dbg.steps == 3
-        assert_clean()
-        assert read_trace(tmp_path / f"t{i}.jsonl")[-1]["steps"] == 3
+        assert_hooks_clean()
+        assert trace_events(tmp_path / f"t{i}.jsonl")[-1]["steps"] == 3
 
 
 # ---- torch.compile under `neuraldbg run` -------------------------------------------------
+@pytest.mark.e2e
 def test_compiled_dead_relu_flagged_at_step_0(tmp_path):
-    trace = tmp_path / "t.jsonl"
-    r = subprocess.run([sys.executable, "-m", "neuraldbg_cli", "run", "--trace", str(trace),
-                        "--fail-on", "dead", str(SCRIPTS / "compile_dead.py")],
-                       capture_output=True, text=True, cwd=tmp_path, timeout=300)
+    r, events = run_neuraldbg(tmp_path, SCRIPTS / "compile_dead.py", options=["--fail-on", "dead"],
+                              timeout=300)
     assert r.returncode == 3, r.stderr[-3000:]
     assert "compiled ok" in r.stdout
-    events = read_trace(trace)
     dead = [e for e in events if e["event"] == "transition" and e["to"] == "dead"]
     assert any(e["layer"] == "act" and e["step"] == 0 and e["from"] is None for e in dead), dead
     assert events[-1]["status"] == "completed" and events[-1]["steps"] == 4
@@ -718,7 +647,7 @@ def test_common_layers_and_kwargs_only_call(tmp_path):
     model = Mixed()
     x, y = torch.randn(8, 4, 6), torch.randn(8, 1)
 
-    def train():
+    def training():
         opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
         for _ in range(4):
             loss = ((model(inputs=x) - y) ** 2).mean()
@@ -726,7 +655,7 @@ def test_common_layers_and_kwargs_only_call(tmp_path):
             loss.backward()
             opt.step()
 
-    dbg, events = observe(tmp_path, model, train)
+    dbg, events = observe(tmp_path, model, training)
     assert dbg.steps == 4
     assert {"conv", "bn", "lstm", "head"} <= layers_seen(dbg), layers_seen(dbg)
     assert not [e for e in events if e["event"] == "warning"]
@@ -747,10 +676,10 @@ def test_activation_checkpointing(tmp_path):
     model = M()
     x, y = torch.randn(16, 8), torch.randn(16, 1)
 
-    def train():
-        sgd_loop(model, x, y, steps=4, opt=torch.optim.SGD(model.parameters(), lr=0.01))
+    def training():
+        train(model, x, y, steps=4, opt=torch.optim.SGD(model.parameters(), lr=0.01))
 
-    dbg, events = observe(tmp_path, model, train)
+    dbg, events = observe(tmp_path, model, training)
     assert dbg.steps == 4
     assert len([e for e in events if e["event"] == "model"]) == 1
     assert {"block.0", "block.1", "head"} <= layers_seen(dbg)
@@ -769,11 +698,11 @@ def test_module_created_in_forward_does_not_grow_trace(tmp_path):
     model = M()
     x, y = torch.randn(16, 4), torch.randn(16, 1)
 
-    def train():
-        sgd_loop(model, x, y, steps=200, opt=torch.optim.SGD(model.parameters(), lr=0.01))
+    def training():
+        train(model, x, y, steps=200, opt=torch.optim.SGD(model.parameters(), lr=0.01))
 
     # model=None observes every module, as `neuraldbg run` does.
-    dbg, events = observe(tmp_path, None, train)
+    dbg, events = observe(tmp_path, None, training)
     assert dbg.steps == 200
     assert len(events) < 40, collections.Counter(e.get("layer") for e in events).most_common(5)
 
@@ -784,7 +713,7 @@ def test_exception_in_forward_caught_by_script(tmp_path):
     model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 1))
     x, y = torch.randn(16, 4), torch.randn(16, 1)
 
-    def train():
+    def training():
         opt = torch.optim.SGD(model.parameters(), lr=0.01)
         for i in range(6):
             if i % 2:
@@ -797,5 +726,5 @@ def test_exception_in_forward_caught_by_script(tmp_path):
             loss.backward()
             opt.step()
 
-    dbg, _ = observe(tmp_path, model, train)
+    dbg, _ = observe(tmp_path, model, training)
     assert dbg.steps == 6

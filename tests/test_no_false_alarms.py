@@ -9,6 +9,8 @@ import pytest
 from conftest import (FAILURE_STATES, FIXTURES, describe, failures, run_end, run_neuraldbg,
                       transitions)
 
+pytestmark = pytest.mark.e2e
+
 ALL_STATES = ",".join(FAILURE_STATES)
 
 HEALTHY = {
@@ -21,9 +23,6 @@ HEALTHY = {
     "sigmoid_output": 100,
     "curriculum": 160,
 }
-
-def _cases():
-    return sorted(HEALTHY)
 
 
 @pytest.fixture(scope="module")
@@ -49,7 +48,7 @@ def test_runs_to_completion(traced, name):
     assert proc.returncode == (3 if failures(events) else 0), proc.stderr[-3000:]
 
 
-@pytest.mark.parametrize("name", _cases())
+@pytest.mark.parametrize("name", sorted(HEALTHY))
 def test_no_failure_transition(traced, name):
     proc, events = traced(name)
     assert not failures(events), f"false alarm in {name}:\n{describe(events)}"

@@ -2,49 +2,35 @@
 own 'neuraldbg: ...' lines), exit status, signals; and the trace always ends with run_end."""
 from __future__ import annotations
 
-import json
-import os
 import shutil
 import signal
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
 
-SCRIPTS = Path(__file__).parent / "scripts"
-ROOT = Path(__file__).resolve().parents[1]
-ENV = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
+from conftest import ENV, SCRIPTS, run_neuraldbg, run_python, trace_events
+
+pytestmark = pytest.mark.e2e
+
 TIMEOUT = 180
 
 
 # ---- helpers -----------------------------------------------------------------------------
 def python(args, cwd):
-    return subprocess.run([sys.executable, *map(str, args)], capture_output=True, text=True,
-                          cwd=cwd, env=ENV, timeout=TIMEOUT)
+    return run_python(*args, cwd=cwd, timeout=TIMEOUT)
 
 
-def neuraldbg(args, cwd, trace, options=(), command=None):
-    command = command or [sys.executable, "-m", "neuraldbg_cli"]
-    return subprocess.run([*command, "run", "--trace", str(trace), *options, *map(str, args)],
-                          capture_output=True, text=True, cwd=cwd, env=ENV, timeout=TIMEOUT)
+def neuraldbg(args, cwd, trace="t.jsonl", command=None):
+    """(process, trace events) of `neuraldbg run --trace cwd/TRACE ARGS`."""
+    return run_neuraldbg(cwd, *args, trace=cwd / trace, cwd=cwd, timeout=TIMEOUT,
+                         command=command)
 
 
 def own_lines_removed(stderr: str) -> str:
     return "".join(line for line in stderr.splitlines(keepends=True)
                    if not line.startswith("neuraldbg: "))
-
-
-def trace_events(path) -> list:
-    """Every line strict JSON; the first is run_start, the last run_end."""
-    text = Path(path).read_text()
-    assert text.endswith("\n"), repr(text[-200:])
-    events = [json.loads(line, parse_constant=lambda c: pytest.fail(f"{c} in trace"))
-              for line in text.splitlines()]
-    assert events[0]["event"] == "run_start", events[0]
-    assert events[-1]["event"] == "run_end", events[-1]
-    return events
 
 
 def assert_same(py, nd):
@@ -77,12 +63,10 @@ def test_name_argv_path_file_and_options_after_script(work, where):
     args = [script, "--parse", "a", "--trace", "z.jsonl", "-m", "q", "--thresholds", "w"]
     py = python(args, work)
     assert py.returncode == 0, py.stderr
-    trace = work / "t.jsonl"
-    nd = neuraldbg(args, work, trace)
+    nd, events = neuraldbg(args, work)
     assert_same(py, nd)
     assert "parsed {'rest': ['a'], 'parse': True, 'trace': 'z.jsonl'" in nd.stdout
     assert not (work / "z.jsonl").exists()
-    events = trace_events(trace)
     assert events[0]["argv"] == args
     assert events[-1]["status"] == "completed" and events[-1]["exit_code"] == 0
 
@@ -90,12 +74,11 @@ def test_name_argv_path_file_and_options_after_script(work, where):
 def test_help_after_script_goes_to_the_script(work):
     args = ["show_env.py", "--parse", "--help"]
     py = python(args, work)
-    trace = work / "t.jsonl"
-    nd = neuraldbg(args, work, trace)
+    nd, events = neuraldbg(args, work)
     assert_same(py, nd)
     assert "a script with its own options" in nd.stdout
     assert "neuraldbg" not in nd.stdout
-    assert trace_events(trace)[-1]["status"] == "completed"
+    assert events[-1]["status"] == "completed"
 
 
 def test_directory_with_main(tmp_path):
@@ -103,13 +86,12 @@ def test_directory_with_main(tmp_path):
     app.mkdir()
     shutil.copy(SCRIPTS / "show_env.py", app / "__main__.py")
     py = python(["app", "x"], tmp_path)
-    trace = tmp_path / "t.jsonl"
-    nd = neuraldbg(["app", "x"], tmp_path, trace)
+    nd, events = neuraldbg(["app", "x"], tmp_path)
     assert nd.returncode == py.returncode == 0, nd.stderr
     keep = ("name ", "argv ", "path0 ", "file ")
     assert [ln for ln in nd.stdout.splitlines() if ln.startswith(keep)] == \
         [ln for ln in py.stdout.splitlines() if ln.startswith(keep)]
-    trace_events(trace)
+    assert events[-1]["status"] == "completed"
 
 
 # ---- -m ----------------------------------------------------------------------------------------
@@ -132,11 +114,9 @@ def test_module_form(package, module):
     args = ["-m", module, "--parse", "--trace", "x", "arg"]
     py = python(args, package)
     assert py.returncode == 0, py.stderr
-    trace = package / "t.jsonl"
-    nd = neuraldbg(args, package, trace)
+    nd, events = neuraldbg(args, package)
     assert_same(py, nd)
     assert "path0 " + str(package) in nd.stdout
-    events = trace_events(trace)
     assert events[-1]["status"] == "completed"
 
 
@@ -146,24 +126,23 @@ def exception_runs(tmp_path_factory):
     work = tmp_path_factory.mktemp("exc")
     shutil.copy(SCRIPTS / "raise_exc.py", work / "raise_exc.py")
     py = python(["raise_exc.py"], work)
-    nd = neuraldbg(["raise_exc.py"], work, work / "t.jsonl")
-    return work, py, nd
+    return work, py, neuraldbg(["raise_exc.py"], work)
 
 
 def test_exception_exit_status_stdout_and_trace(exception_runs):
-    work, py, nd = exception_runs
+    work, py, (nd, events) = exception_runs
     assert py.returncode == nd.returncode == 1
     assert nd.stdout == py.stdout == "before\n"
     err = own_lines_removed(nd.stderr)
     assert err.splitlines()[-1] == py.stderr.splitlines()[-1] == "ValueError: bad value 'k'"
     assert "KeyError: 'k'" in err and "direct cause" in err        # the chained cause
-    end = trace_events(work / "t.jsonl")[-1]
+    end = events[-1]
     assert end["status"] == "failed" and end["exit_code"] == 1
     assert end["error"] == "ValueError: bad value 'k'"
 
 
 def test_exception_traceback_as_python(exception_runs):
-    work, py, nd = exception_runs
+    work, py, (nd, _) = exception_runs
     err = own_lines_removed(nd.stderr)
     assert err == py.stderr
     # After the chained KeyError's traceback, the second one starts at the script's frame.
@@ -176,10 +155,9 @@ def test_exception_traceback_as_python(exception_runs):
 def test_sys_exit(work, value, code, stderr):
     py = python(["exit_with.py", value], work)
     assert py.returncode == code and py.stderr == stderr
-    trace = work / "t.jsonl"
-    nd = neuraldbg(["exit_with.py", value], work, trace)
+    nd, events = neuraldbg(["exit_with.py", value], work)
     assert_same(py, nd)
-    end = trace_events(trace)[-1]
+    end = events[-1]
     assert end["status"] == "completed" and end["exit_code"] == code and end["error"] is None
 
 
@@ -187,11 +165,11 @@ def test_sys_exit(work, value, code, stderr):
 def crash_runs(tmp_path_factory):
     work = tmp_path_factory.mktemp("crash")
     script = SCRIPTS / "crash_train.py"
-    return work, python([script], work), neuraldbg([script], work, work / "t.jsonl")
+    return work, python([script], work), neuraldbg([script], work)
 
 
 def test_crash_mid_training(crash_runs):
-    work, py, nd = crash_runs
+    work, py, (nd, events) = crash_runs
     script = SCRIPTS / "crash_train.py"
     assert py.returncode == nd.returncode == 1
     assert nd.stdout == py.stdout == ""
@@ -201,14 +179,13 @@ def test_crash_mid_training(crash_runs):
     # The script's own frames are those python shows (torch's frames differ with hooks on).
     script_frames = [f for f in traceback_frames(py.stderr) if str(script) in f]
     assert [f for f in traceback_frames(err) if str(script) in f] == script_frames
-    events = trace_events(work / "t.jsonl")
     end = events[-1]
     assert end == {**end, "status": "failed", "exit_code": 1, "steps": 5, "error": message}
     assert any(e["event"] == "transition" for e in events)
 
 
 def test_crash_mid_training_traceback_starts_at_script(crash_runs):
-    work, py, nd = crash_runs
+    work, py, (nd, _) = crash_runs
     err = own_lines_removed(nd.stderr)
     script = SCRIPTS / "crash_train.py"
     assert err.startswith(f'Traceback (most recent call last):\n  File "{script}", line ')
@@ -217,12 +194,11 @@ def test_crash_mid_training_traceback_starts_at_script(crash_runs):
 
 # ---- DataLoader workers with the spawn start method --------------------------------------------
 def test_dataloader_spawn_workers_with_script_classes(tmp_path):
-    trace = tmp_path / "t.jsonl"
-    nd = neuraldbg([SCRIPTS / "dl_spawn.py"], tmp_path, trace)
+    nd, events = neuraldbg([SCRIPTS / "dl_spawn.py"], tmp_path)
     assert nd.returncode == 0, nd.stderr[-3000:]
     assert nd.stdout == "steps 3 batch __main__ Batch\n"
     assert own_lines_removed(nd.stderr) == ""
-    end = trace_events(trace)[-1]
+    end = events[-1]
     assert end["status"] == "completed" and end["steps"] == 3
 
 
@@ -287,10 +263,10 @@ def test_sigint_returncode_as_python(sigint_runs):
 @pytest.mark.skipif(shutil.which("neuraldbg") is None, reason="console script not installed")
 def test_console_script_same_as_python_m(work):
     console = shutil.which("neuraldbg")
-    r = neuraldbg(["exit_with.py", "message"], work, work / "b.jsonl", command=[console])
+    r, events = neuraldbg(["exit_with.py", "message"], work, "b.jsonl", command=[console])
     assert (r.returncode, r.stdout) == (1, "exiting ['message']\n")
     assert own_lines_removed(r.stderr) == "message\n"
-    assert trace_events(work / "b.jsonl")[-1]["exit_code"] == 1
+    assert events[-1]["exit_code"] == 1
     for args in (["--help"], ["run", "--help"], ["run", "missing.py"]):
         a = subprocess.run([sys.executable, "-m", "neuraldbg_cli", *args], capture_output=True,
                            text=True, env=ENV, timeout=TIMEOUT, cwd=work)

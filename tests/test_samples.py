@@ -7,6 +7,8 @@ import pytest
 from conftest import (FAILURE_STATES, FIXTURES, SAMPLES, describe, failures, run_end,
                       run_neuraldbg, run_python, transitions)
 
+pytestmark = pytest.mark.e2e
+
 ALL_STATES = ",".join(FAILURE_STATES)
 
 

@@ -1,13 +1,11 @@
-"""Thresholds: the defaults equal thresholds.yaml, and bad files are errors naming the key."""
-from pathlib import Path
-
+"""Thresholds: the defaults equal thresholds.yaml, and bad values are errors naming the file and
+the key (missing, unreadable and non-YAML files, through the CLI: test_bad_input.py)."""
 import pytest
 import yaml
 
+from conftest import REPO
 from neuraldbg_cli.errors import InputError
 from neuraldbg_cli.thresholds import Thresholds, from_mapping, load_thresholds, parse_states
-
-REPO = Path(__file__).resolve().parents[1]
 
 
 def test_defaults_equal_repository_file():
@@ -22,32 +20,36 @@ def test_override_one_key_keeps_the_rest():
     assert th.tanh == Thresholds().tanh
 
 
-@pytest.mark.parametrize("data, key", [
-    ({"relu": {"dead_ration": 0.9}}, "relu.dead_ration"),
-    ({"nonsense": 1}, "nonsense"),
-    ({"relu": {"dead_ratio": "high"}}, "relu.dead_ratio"),
-    ({"relu": {"dead_ratio": 1.5}}, "relu.dead_ratio"),
-    ({"relu": {"dead_ratio": 0}}, "relu.dead_ratio"),
-    ({"anomaly": {"window": 2.5}}, "anomaly.window"),
-    ({"anomaly": {"magnitude_factor": 0.5}}, "anomaly.magnitude_factor"),
-    ({"debounce_steps": True}, "debounce_steps"),
-    ({"gradient": {"exploding_norm": -1}}, "gradient.exploding_norm"),
-    ({"fail_on": ["deadish"]}, "fail_on"),
-    ({"relu": 3}, "relu"),
-])
-def test_invalid_values_name_the_key(data, key):
+@pytest.mark.parametrize("content, needles", [
+    ("relu: {dead_ration: 0.9}\n", ["relu.dead_ration"]),
+    ("nonsense: 1\n", ["nonsense"]),
+    ('relu: {dead_ratio: "high"}\n', ["relu.dead_ratio"]),
+    ("relu: {dead_ratio: 1.5}\n", ["relu.dead_ratio", "1.5"]),
+    ("relu: {dead_ratio: 0}\n", ["relu.dead_ratio"]),
+    ("relu: {dead_ratio: .nan}\n", ["relu.dead_ratio"]),
+    ("anomaly: {window: 2.5}\n", ["anomaly.window"]),
+    ("anomaly: {magnitude_factor: 0.5}\n", ["anomaly.magnitude_factor"]),
+    ("debounce_steps: true\n", ["debounce_steps"]),
+    ("debounce_steps: 2.5\n", ["debounce_steps"]),
+    ("gradient: {exploding_norm: -1}\n", ["gradient.exploding_norm"]),
+    ("fail_on: [dead, deadish]\n", ["fail_on", "deadish"]),
+    ("relu: 3\n", ["relu"]),
+    ("just a string\n", ["mapping"]),
+], ids=["unknown-key", "unknown-section", "wrong-type", "above-range", "zero-ratio", "nan",
+        "not-int", "factor-below-1", "bool-not-int", "float-not-int", "negative",
+        "bad-state", "section-not-mapping", "not-mapping"])
+def test_invalid_values_name_the_file_and_the_key(tmp_path, content, needles):
+    path = tmp_path / "bad.yaml"
+    path.write_text(content)
     with pytest.raises(InputError) as e:
-        from_mapping(data)
-    assert key in str(e.value)
+        load_thresholds(path)
+    message = str(e.value)
+    assert "\n" not in message
+    for needle in [str(path), *needles]:
+        assert needle in message, (needle, message)
 
 
-def test_file_errors(tmp_path):
-    with pytest.raises(InputError, match="not found"):
-        load_thresholds(tmp_path / "missing.yaml")
-    bad = tmp_path / "bad.yaml"
-    bad.write_text("relu: [unclosed\n")
-    with pytest.raises(InputError, match="not valid YAML"):
-        load_thresholds(bad)
+def test_an_empty_file_is_the_defaults(tmp_path):
     empty = tmp_path / "empty.yaml"
     empty.write_text("")
     assert load_thresholds(empty) == Thresholds()
