@@ -99,6 +99,7 @@ class TraceWriter:
 
 @dataclass
 class Trace:
+    """A trace's events (a list; an iterator from `open_trace`) and the reader's warnings."""
     path: str
     events: list = field(default_factory=list)
     warnings: list = field(default_factory=list)
@@ -126,8 +127,15 @@ def read_trace(path: str) -> Trace:
     overlong line, a second run, events after run_end are skipped with a warning."""
     trace = Trace(path)
     trace.events = list(iter_events(path, trace.warnings))
-    if trace.end is None and not trace.warnings:
-        trace.warnings.append(f"{path}: no run_end (the run was killed or is still running)")
+    return trace
+
+
+def open_trace(path: str) -> Trace:
+    """A trace read as it is iterated, in one pass: `events` is an iterator (its `start`,
+    `end` and `of` are not for this kind), `warnings` fill as it goes. What explain uses, so
+    that memory does not grow with the length of the trace."""
+    trace = Trace(path)
+    trace.events = iter_events(path, trace.warnings)
     return trace
 
 
@@ -178,6 +186,8 @@ def iter_events(path: str, warnings: list):
         if not seen_start:
             raise InputError(f"trace {path} is empty")
     skipped.close()
+    if not ended and not warnings:
+        warnings.append(f"{path}: no run_end (the run was killed or is still running)")
 
 
 def _open(path: str):

@@ -165,3 +165,31 @@ def test_control_sequences_from_a_trace_are_shown_escaped(tmp_path, capsys):
     assert "net.3\\x1b[2J" in out
     code, out, _ = _explain(path, capsys, "--json")
     assert code == 0 and HOSTILE in {h["layer"] for h in json.loads(out)["hypotheses"]}
+
+
+# ---- bounded reading: a layer flapping for a long run costs what a few flaps do ---------------
+def test_a_flapping_layer_is_folded_after_a_few_stretches(tmp_path, capsys):
+    from neuraldbg_cli.explain.runs import KEPT_EPISODES
+
+    t = TraceMaker()
+    for k in range(1000):
+        t.tr(10 + 4 * k, "net.1", "dead", dead_ratio=0.95, units=64, rms=0.01)
+        t.tr(12 + 4 * k, "net.1", "normal", rms=0.3)
+    t.tr(5000, "net.1", "dead", dead_ratio=0.95, units=64, rms=0.01)
+    path = t.end(5001).write(tmp_path / "flap.jsonl")
+    code, out, _ = _explain(path, capsys, "--json", "--fail-on", "dead")
+    assert code == 3
+    found = [h for h in json.loads(out)["hypotheses"] if h["layer"] == "net.1"]
+    assert len(found) == KEPT_EPISODES
+    assert any(f"then {1001 - KEPT_EPISODES} more unhealthy stretch" in e
+               for h in found for e in h["evidence"])
+    code, out, _ = _explain(path, capsys)
+    assert code == 0 and "net.1 (ReLU) died at step 10" in out
+
+
+def test_transitions_of_a_layer_written_out_of_order_are_read_in_step_order(tmp_path, capsys):
+    t = TraceMaker().tr(50, "net.3", "normal", rms=0.3)
+    t.events.append(dict(t.events[-1], step=20, to="dead", **{"from": "normal"}))
+    code, out, _ = _explain(t.end(80).write(tmp_path / "t.jsonl"), capsys, "--json")
+    dead = [h for h in json.loads(out)["hypotheses"] if h["symptom"] == "dead"]
+    assert code == 0 and [h["step"] for h in dead] == [20]

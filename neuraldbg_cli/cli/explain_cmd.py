@@ -8,7 +8,7 @@ import sys
 from ..explain.analysis import analyze, to_json
 from ..explain.runs import gate, mixed
 from ..inert import inert
-from ..trace import read_trace
+from ..trace import open_trace
 
 FAILED_GATE = 3
 
@@ -16,7 +16,7 @@ FAILED_GATE = 3
 def explain_traces(paths, as_json: bool = False, fail_on=None) -> int:
     """0, or 3 when a `fail_on` state is in the traces; unreadable traces raise InputError
     (exit 2). The script's own exit status is reported, not re-applied."""
-    traces = [read_trace(p) for p in paths]
+    traces = [open_trace(p) for p in paths]     # read once, as analyze goes
     analysis = analyze(traces)
     for message in [w for t in traces for w in t.warnings] + mixed(analysis.runs):
         print(f"neuraldbg: warning: {inert(message)}", file=sys.stderr)

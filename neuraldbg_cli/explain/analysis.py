@@ -20,15 +20,22 @@ class Analysis:
     order: dict
 
 
+MAX_CAUSES = 64    # earlier failures an episode is checked against: the earliest still live
+
+
 def attribute(eps: list, ctx: Context) -> list:
     """For each episode (in precedence order): (index of the earliest one it echoes, reason),
-    or None for an origin. Episodes over for longer than echoes.HORIZON are dropped from the
-    candidates, so a long run costs about (episodes x layers), not episodes squared."""
+    or None for an origin. Candidates are the episodes still live (over for at most
+    echoes.HORIZON steps), the earliest MAX_CAUSES of them, so a run of any length costs at
+    most (episodes x MAX_CAUSES) rule checks."""
     links, live = [], []
+    horizon = echoes.HORIZON
     for j, b in enumerate(eps):
-        live = [i for i in live if eps[i].end is None or eps[i].end + echoes.HORIZON >= b.onset]
-        links.append(next(((i, reason) for i in live for rule in echoes.ECHOES
-                           if (reason := rule(eps[i], b, ctx))), None))
+        if j % MAX_CAUSES == 0:     # (inline below, the same test keeps the choice exact)
+            live = [i for i in live if eps[i].end is None or eps[i].end + horizon >= b.onset]
+        links.append(next(((i, reason) for i in live[:MAX_CAUSES] for rule in echoes.ECHOES
+                           if (eps[i].end is None or eps[i].end + horizon >= b.onset)
+                           and (reason := rule(eps[i], b, ctx))), None))
         live.append(j)
     return links
 
@@ -36,7 +43,7 @@ def attribute(eps: list, ctx: Context) -> list:
 def analyze(traces: list) -> Analysis:
     runs = [digest(t) for t in traces]
     order = layer_order(runs)
-    ctx = Context(runs, order, models_of(traces))
+    ctx = Context(runs, order, models_of(runs))
     eps = sorted((e for i, r in enumerate(runs) for e in episodes(r, i, order)), key=precedence)
     links = attribute(eps, ctx)
     chains: dict = {}

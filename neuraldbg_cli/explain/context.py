@@ -18,8 +18,8 @@ class Context:
 
     def input_rms(self, run: int, step: int) -> float | None:
         """The last rms of the model's input written at or before `step` (None: unknown)."""
-        return next((t["stats"]["rms"] for t in reversed(self.runs[run].transitions)
-                     if t["layer"] == INPUT_LAYER and t["step"] <= step
+        return next((t["stats"]["rms"] for t in reversed(self.runs[run].transitions_of(INPUT_LAYER))
+                     if t["step"] <= step
                      and isinstance(t.get("stats"), dict) and is_number(t["stats"].get("rms"))),
                     None)
 
@@ -29,7 +29,6 @@ class Context:
         return found if found is not None else [l for m in self.models for l in m]
 
 
-def models_of(traces: list) -> list:
+def models_of(runs: list) -> list:
     """The layer lists of the first trace's model events (the ranks share one model)."""
-    return [[l for l in m["layers"] if isinstance(l, dict) and isinstance(l.get("name"), str)]
-            for t in traces[:1] for m in t.of("model") if isinstance(m.get("layers"), list)]
+    return [m for r in runs[:1] for m in r.models]

@@ -26,6 +26,7 @@ class Episode:
     stats: dict = field(hash=False, compare=False)
     recovered: bool = False     # the next transition of the layer is back to healthy
     lasting: bool = False       # the layer never got back to healthy after it
+    folded: int = 0             # later unhealthy stretches of a flapping layer, folded into it
 
 
 def layer_order(runs: list) -> dict:
@@ -33,7 +34,7 @@ def layer_order(runs: list) -> dict:
     known only from transitions come last."""
     order = {INPUT_LAYER: -1}
     for name in [l["name"] for r in runs for l in r.layers] + \
-            [t["layer"] for r in runs for t in r.transitions]:
+            [layer for r in runs for layer, _ in r.tracks]:
         order.setdefault(name, len(order) - 1)
     return order
 
@@ -41,12 +42,11 @@ def layer_order(runs: list) -> dict:
 def episodes(run: Run, index: int, order: dict) -> list:
     """The unhealthy stretches of each layer's signals (every registered one) in one run."""
     good = states.ok_names()
-    tracks: dict = {}
-    for t in run.transitions:
-        tracks.setdefault((t["layer"], t["signal"]), []).append(t)
     out = []
-    for (layer, signal), ts in tracks.items():
+    for (layer, signal), track in run.tracks.items():
+        ts = track.transitions
         healed = max((i for i, t in enumerate(ts) if t["to"] in good), default=-1)
+        last_bad = max((i for i, t in enumerate(ts) if t["to"] not in good), default=-1)
         for i, (t, nxt) in enumerate(zip(ts, ts[1:] + [None])):
             if t["to"] in good:
                 continue
@@ -56,7 +56,8 @@ def episodes(run: Run, index: int, order: dict) -> list:
                 module_type=str(t.get("module_type") or "?"), kind=str(t.get("kind") or ""),
                 pos=order[layer],
                 stats=t.get("stats") if isinstance(t.get("stats"), dict) else {},
-                recovered=nxt is not None and nxt["to"] in good, lasting=i > healed))
+                recovered=nxt is not None and nxt["to"] in good, lasting=i > healed,
+                folded=track.folded if i == last_bad else 0))
     return out
 
 

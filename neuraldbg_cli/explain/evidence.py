@@ -71,6 +71,14 @@ def numbers(ep: Episode) -> str:
     return head + (": " + ", ".join(parts) if parts else "") + tail
 
 
+def folded(ep: Episode) -> list:
+    """The line on the stretches folded into this one, if any."""
+    if not ep.folded:
+        return []
+    return [f"then {ep.folded} more unhealthy stretch(es) of {ep.layer} {ep.signal}, "
+            "counted here rather than listed (the layer flaps)"]
+
+
 def aftermath(ep: Episode, others: list, recovered, run: Run, multi: bool) -> list:
     """The preceding warnings, the other failures of its story, and how it ended."""
     out = [f"warning at step {w['step']}: {w['message']}" for w in run.notes
@@ -81,6 +89,7 @@ def aftermath(ep: Episode, others: list, recovered, run: Run, multi: bool) -> li
     ranks = sorted({e.rank for e in others} - {ep.rank})
     if ranks:
         out.append(f"began on rank {ep.rank}; followed on rank(s) {', '.join(map(str, ranks))}")
+    out += folded(ep)
     if recovered is not None:
         out.append(f"recovered at step {recovered}, {recovered - ep.onset} step(s) after the onset")
     elif run.status in ("failed", "interrupted"):

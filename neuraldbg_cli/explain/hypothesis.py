@@ -5,7 +5,7 @@ from dataclasses import dataclass, field
 
 from .. import states
 from . import rules
-from .evidence import aftermath, cap, describe, numbers
+from .evidence import aftermath, cap, describe, folded, numbers
 
 ECHO_DISCOUNT = 0.9     # a consequence is believed a little less than the origin it hangs on
 
@@ -74,7 +74,7 @@ def echo(ep, source: Hypothesis, reason: str, multi: bool, first_sign=False) -> 
     return Hypothesis(
         symptom=ep.state, layer=ep.layer, step=ep.onset, cause="upstream",
         confidence=round(source.confidence * ECHO_DISCOUNT, 2), summary=summary,
-        evidence=[reason, numbers(ep)],
+        evidence=[reason, numbers(ep), *folded(ep)],
         fix=f"Fix the origin ({source.layer}) first; this should follow.",
         process_rank=ep.rank, signal=ep.signal, module_type=ep.module_type,
         recovered=ep.end, origin=source)

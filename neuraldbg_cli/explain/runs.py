@@ -1,6 +1,8 @@
-"""A trace digested for explaining: its run, layers, learning rates and transitions in step order."""
+"""A trace digested for explaining, in one pass with bounded state: its run, layers, learning
+rates, and each layer's transitions in step order."""
 from __future__ import annotations
 
+import bisect
 from dataclasses import dataclass
 
 from .. import states
@@ -12,10 +14,56 @@ INPUT_LAYER = "(input)"     # the layer name of the outermost module's input (a 
 INPUT_TYPE = "input"        # the module_type the trace gives that pseudo-layer
 
 
+KEPT_EPISODES = 8   # per layer and signal; later ones fold into the last (a flapping layer)
+MAX_NOTES = 100     # warnings kept per run: those near an onset are quoted as evidence
+
+
+class Track:
+    """One layer's transitions on one signal, in step order, bounded: after KEPT_EPISODES
+    unhealthy episodes, the next ones are folded into the last kept one (its end moves on and
+    `folded` counts them), so a layer flapping for a million steps costs what eight flaps do."""
+
+    __slots__ = ("transitions", "folded", "first", "_bad")
+
+    def __init__(self, first_step: int):
+        self.transitions: list = []
+        self.folded = 0
+        self.first = first_step
+        self._bad = 0               # unhealthy transitions kept
+
+    def add(self, t: dict, good: bool) -> None:
+        """Transitions arrive in step order within a track (the monitor confirms a layer's
+        states in order); a hand-made trace's stray one is put in its place, or, once folding,
+        taken as happening now."""
+        kept = self.transitions
+        late = bool(kept) and t["step"] < kept[-1]["step"]
+        if good or self._bad < KEPT_EPISODES:
+            self._bad += not good
+            if late and not self.folded:
+                bisect.insort_right(kept, t, key=_step)
+            else:
+                kept.append(t if not late else {**t, "step": kept[-1]["step"]})
+            self.first = min(self.first, t["step"])
+            return
+        # one more unhealthy stretch: it continues the last kept one (which healed, perhaps)
+        self.folded += 1
+        if kept and _is_good(kept[-1]):
+            kept.pop()
+
+
+def _step(t: dict) -> int:
+    return t["step"]
+
+
+def _is_good(t: dict) -> bool:
+    return t["to"] in states.ok_names()
+
+
 @dataclass(kw_only=True)
 class Run:
-    """One trace, digested: what rules and report need, with transitions sorted by step
-    (the monitor writes them when confirmed, not in step order). `rank` is the process rank."""
+    """One trace, digested in one pass with bounded state: what the rules and the report
+    need. `rank` is the process rank; `tracks` holds each (layer, signal)'s transitions in
+    step order (the monitor writes them when confirmed, not in step order)."""
     path: str
     rank: int
     world_size: int
@@ -26,14 +74,21 @@ class Run:
     exit_code: int | None
     error: str | None
     layers: list
+    models: list            # per model event, its layer list (the outermost modules)
     hparams: list
-    transitions: list
+    tracks: dict
+    reached: set            # every state some transition entered (the --fail-on gate)
+    seen_step: int          # the largest step of any transition or learning-rate change
     notes: list
 
     @property
     def last_step(self) -> int:
-        seen = [t["step"] for t in self.transitions] + [h["step"] for h in self.hparams]
-        return max([self.steps - 1 if self.steps else 0, *seen])
+        return max(self.steps - 1 if self.steps else 0, self.seen_step)
+
+    def transitions_of(self, layer: str) -> list:
+        """The kept transitions of `layer`, all its signals, in step order."""
+        return sorted((t for (name, _), tr in self.tracks.items() if name == layer
+                       for t in tr.transitions), key=lambda t: t["step"])
 
 
 def is_int(v) -> bool:
@@ -62,10 +117,34 @@ def _str(v) -> bool:
 
 
 def digest(trace: Trace) -> Run:
-    start, end = trace.start, trace.end or {}
-    layers = [l for m in trace.of("model") if isinstance(m.get("layers"), list)
-              for l in m["layers"] if isinstance(l, dict) and _str(l.get("name"))]
-    hparams = [h for h in trace.of("hparams") if is_int(h.get("step")) and isinstance(h.get("lr"), list)]
+    """One pass over the events: per layer and signal a bounded Track, the run's facts."""
+    start, end, models, hparams, notes = {}, {}, [], [], []
+    tracks: dict = {}
+    reached: set = set()
+    seen = 0
+    good = states.ok_names()
+    for e in trace.events:
+        kind = e.get("event")
+        if kind == "transition":
+            if _valid(e):
+                key = (e["layer"], e["signal"])
+                track = tracks.get(key)
+                if track is None:
+                    track = tracks[key] = Track(e["step"])
+                track.add(e, e["to"] in good)
+                reached.add(e["to"])
+                seen = max(seen, e["step"])
+        elif kind == "hparams" and is_int(e.get("step")) and isinstance(e.get("lr"), list):
+            hparams.append(e)
+            seen = max(seen, e["step"])
+        elif kind == "model" and isinstance(e.get("layers"), list):
+            models.append([l for l in e["layers"] if isinstance(l, dict) and _str(l.get("name"))])
+        elif kind == "warning" and _str(e.get("message")) and len(notes) < MAX_NOTES:
+            notes.append(e)
+        elif kind == "run_start" and not start:
+            start = e
+        elif kind == "run_end":
+            end = e
     return Run(
         path=trace.path, rank=_get(start, "rank", is_int, 0),
         world_size=_get(start, "world_size", is_int, 1),
@@ -73,15 +152,14 @@ def digest(trace: Trace) -> Run:
         run_id=_get(start, "run_id", lambda v: _str(v) or is_int(v)),
         status=_get(end, "status", _str), steps=_get(end, "steps", is_int),
         exit_code=_get(end, "exit_code", is_int), error=_get(end, "error", _str),
-        layers=layers, hparams=sorted(hparams, key=lambda e: e["step"]),
-        transitions=sorted((t for t in trace.of("transition") if _valid(t)), key=lambda e: e["step"]),
-        notes=[w for w in trace.of("warning") if _str(w.get("message"))])
+        layers=[l for m in models for l in m], models=models, hparams=sorted(hparams, key=lambda e: e["step"]), tracks=tracks,
+        reached=reached, seen_step=seen, notes=notes)
 
 
 def gate(runs: list, wanted) -> list:
-    """The transitions into any of the states `wanted` (the --fail-on gate, after the fact)."""
+    """The states of `wanted` that some transition entered (the --fail-on gate, after the fact)."""
     wanted = set(wanted or ())
-    return [t for r in runs for t in r.transitions if t["to"] in wanted]
+    return sorted(s for r in runs for s in r.reached & wanted)
 
 
 def mixed(runs: list) -> list:

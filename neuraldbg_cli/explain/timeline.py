@@ -53,10 +53,8 @@ class Timeline:
         for h in a.hypotheses:
             if h.origin is None:
                 marks.setdefault((h.process_rank, h.layer, h.signal), f" <- #{h.position}")
-        first: dict = {}
-        for run, r in enumerate(a.runs):
-            for t in r.transitions:     # sorted by step: the first one seen is the earliest
-                first.setdefault((run, t["layer"], t["signal"]), t["step"])
+        first = {(run, layer, signal): track.first for run, r in enumerate(a.runs)
+                 for (layer, signal), track in r.tracks.items()}
         out = []
         for (run, layer, signal), eps in sorted(tracks.items(), key=lambda kv: _row_key(kv, a)):
             r = a.runs[run]
