@@ -4,7 +4,6 @@ from __future__ import annotations
 import os
 import signal
 import sys
-from typing import List, Optional
 
 import typer
 
@@ -42,7 +41,7 @@ class _Die(BaseException):
         self.death = death
 
 
-def _fail_on(option: Optional[str], thresholds: Thresholds) -> tuple:
+def _fail_on(option: str | None, thresholds: Thresholds) -> tuple:
     return thresholds.fail_on if option is None else parse_states(option)
 
 
@@ -58,9 +57,9 @@ def run(
     module: bool = typer.Option(False, "-m", help="run SCRIPT as a module, like python -m"),
     trace: str = typer.Option(DEFAULT_TRACE, "--trace", metavar="PATH",
                               help="where the JSONL trace goes (under torchrun: NAME.rankR.jsonl)"),
-    thresholds: Optional[str] = typer.Option(None, "--thresholds", metavar="PATH",
+    thresholds: str | None = typer.Option(None, "--thresholds", metavar="PATH",
                                              help="YAML file overriding the default thresholds"),
-    fail_on: Optional[str] = typer.Option(None, "--fail-on", metavar="STATES",
+    fail_on: str | None = typer.Option(None, "--fail-on", metavar="STATES",
                                           help="comma list of states that fail the run with "
                                                "exit 3, e.g. dead,nonfinite; none disables"),
     every: int = typer.Option(1, "--every", metavar="N", min=1,
@@ -68,9 +67,9 @@ def run(
                                    "for tiny models, but a state must then last N times longer"),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="no summary on stderr"),
 ) -> None:
-    from . import runner
     from ..observe.session import trace_path_for
     from ..trace import check_writable
+    from . import runner
 
     if script.startswith("-") and script != "-":
         # ignore_unknown_options hands an unknown option over as SCRIPT
@@ -83,8 +82,8 @@ def run(
 
 
 def _observe(target, args, trace, th, gate, quiet, every) -> int:
-    from . import runner
     from ..observe.session import Session
+    from . import runner
 
     session = Session(trace, th, script=target.argv0, argv=[target.argv0, *args], quiet=quiet,
                       every=every)
@@ -170,9 +169,9 @@ def _summary(session) -> None:
 
 @app.command(help="Explain one or more traces (several: the ranks of one distributed run).")
 def explain(
-    traces: List[str] = typer.Argument(..., metavar="TRACE...", help="trace files"),
+    traces: list[str] = typer.Argument(..., metavar="TRACE...", help="trace files"),
     as_json: bool = typer.Option(False, "--json", help="print the hypotheses as JSON"),
-    fail_on: Optional[str] = typer.Option(None, "--fail-on", metavar="STATES",
+    fail_on: str | None = typer.Option(None, "--fail-on", metavar="STATES",
                                           help="exit 3 if any of these states is in the traces"),
 ) -> None:
     from .explain_cmd import explain_traces
@@ -187,7 +186,7 @@ def thresholds_cmd() -> None:
     sys.stdout.write(defaults_text())
 
 
-def main(argv: Optional[list] = None) -> int:
+def main(argv: list | None = None) -> int:
     """Entry point; returns the exit status. Errors of usage and input are one line, exit 2."""
     argv = sys.argv[1:] if argv is None else argv
     try:

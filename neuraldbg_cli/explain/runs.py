@@ -152,8 +152,9 @@ def digest(trace: Trace) -> Run:
         run_id=_get(start, "run_id", lambda v: _str(v) or is_int(v)),
         status=_get(end, "status", _str), steps=_get(end, "steps", is_int),
         exit_code=_get(end, "exit_code", is_int), error=_get(end, "error", _str),
-        layers=[l for m in models for l in m], models=models, hparams=sorted(hparams, key=lambda e: e["step"]), tracks=tracks,
-        reached=reached, seen_step=seen, notes=notes)
+        layers=[l for m in models for l in m], models=models,
+        hparams=sorted(hparams, key=lambda e: e["step"]), tracks=tracks, reached=reached,
+        seen_step=seen, notes=notes)
 
 
 def gate(runs: list, wanted) -> list:

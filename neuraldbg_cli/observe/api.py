@@ -27,7 +27,7 @@ class NeuralDbg:
         self.quiet = quiet
         self.session = None
 
-    def __enter__(self) -> "NeuralDbg":
+    def __enter__(self) -> NeuralDbg:
         from .session import Session
 
         argv = list(sys.argv)
