@@ -17,7 +17,6 @@ import sys
 import time
 
 import torch
-
 from loop import timed_loop
 from machine import peak_rss_mb, vmrss_mb
 from workloads import WORKLOADS

@@ -38,7 +38,7 @@ def write_trace(path: str, events: int, seed: int = 0) -> None:
         f.write(json.dumps({"event": "model", "step": 0, "root": "Net", "layers": [
             {"name": n, "type": "Linear", "kind": "param", "params": 10} for n in names]}) + "\n")
         step = 0
-        for i in range(events - 3):
+        for _ in range(events - 3):
             step += rnd.random() < 0.02
             layer = rnd.choice(names)
             signal = "gradient" if rnd.random() < 0.4 else "activation"

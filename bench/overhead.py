@@ -34,7 +34,6 @@ import tempfile
 from dataclasses import dataclass
 
 import torch
-
 from machine import loadavg, machine
 from report import TARGETS, report
 from workloads import WORKLOADS
@@ -54,7 +53,7 @@ class Sizes:
     compile_reps: int
 
     @classmethod
-    def of(cls, args) -> "Sizes":
+    def of(cls, args) -> Sizes:
         q = args.quick
         return cls(rounds=args.rounds or (3 if q else 7),
                    long_steps=args.long_steps or (3000 if q else 10000),

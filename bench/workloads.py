@@ -1,8 +1,8 @@
 """The benchmark's training workloads: synthetic, seeded, each a step function and its sizes."""
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import torch
 from torch import nn
