@@ -15,7 +15,8 @@ from conftest import ENV
 from neuraldbg_cli.cli import main
 from neuraldbg_cli.trace import read_trace
 
-SIDE_EFFECT = 'open(__import__("os").path.join(__import__("os").path.dirname(__file__), "started"), "w").close()\n'
+SIDE_EFFECT = ('open(__import__("os").path.join(__import__("os").path.dirname(__file__), "started"), '
+               '"w").close()\n')
 
 
 def assert_one_line_error(rc, out, err, *needles):

@@ -9,7 +9,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from conftest import run_neuraldbg, train, trace_events
+from conftest import run_neuraldbg, trace_events, train
 from neuraldbg_cli import NeuralDbg
 
 pytestmark = pytest.mark.usefixtures("hooks_clean")
@@ -185,8 +185,10 @@ def test_every_must_be_positive():
 @pytest.mark.e2e
 def test_every_option_of_run(tmp_path):
     script = tmp_path / "s.py"
-    script.write_text("import torch\nm = torch.nn.Linear(2, 1)\nopt = torch.optim.SGD(m.parameters(), lr=0.1)\n"
-                      "for _ in range(5):\n    m(torch.randn(3, 2)).sum().backward(); opt.step(); opt.zero_grad()\n")
+    script.write_text("import torch\nm = torch.nn.Linear(2, 1)\n"
+                      "opt = torch.optim.SGD(m.parameters(), lr=0.1)\n"
+                      "for _ in range(5):\n"
+                      "    m(torch.randn(3, 2)).sum().backward(); opt.step(); opt.zero_grad()\n")
     proc, evs = run_neuraldbg(tmp_path, script, options=["--every", "2"])
     assert proc.returncode == 0, proc.stderr
     assert evs[0]["every"] == 2 and evs[-1]["steps"] == 5

@@ -9,7 +9,6 @@ from __future__ import annotations
 import collections
 import dataclasses
 from pathlib import Path
-from typing import Optional
 
 import pytest
 import torch
@@ -74,16 +73,16 @@ class DictOut(nn.Module):
 @dataclasses.dataclass
 class Output:
     """Like Hugging Face's ModelOutput: optional loss first, then logits."""
-    loss: Optional[torch.Tensor] = None
-    logits: Optional[torch.Tensor] = None
+    loss: torch.Tensor | None = None
+    logits: torch.Tensor | None = None
 
 
 @dataclasses.dataclass
 class HFOutput(collections.OrderedDict):
     """An OrderedDict that is also a dataclass, the way transformers' ModelOutput is: the
     fields that are set are also its dict items."""
-    loss: Optional[torch.Tensor] = None
-    logits: Optional[torch.Tensor] = None
+    loss: torch.Tensor | None = None
+    logits: torch.Tensor | None = None
 
     def __post_init__(self):
         for f in dataclasses.fields(self):

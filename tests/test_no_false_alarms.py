@@ -6,8 +6,7 @@ import re
 
 import pytest
 
-from conftest import (FAILURE_STATES, FIXTURES, describe, failures, run_end, run_neuraldbg,
-                      transitions)
+from conftest import FAILURE_STATES, FIXTURES, describe, failures, run_end, run_neuraldbg, transitions
 
 pytestmark = pytest.mark.e2e
 

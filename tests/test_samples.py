@@ -4,8 +4,17 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import (FAILURE_STATES, FIXTURES, SAMPLES, describe, failures, run_end,
-                      run_neuraldbg, run_python, transitions)
+from conftest import (
+    FAILURE_STATES,
+    FIXTURES,
+    SAMPLES,
+    describe,
+    failures,
+    run_end,
+    run_neuraldbg,
+    run_python,
+    transitions,
+)
 
 pytestmark = pytest.mark.e2e
 
