@@ -9,8 +9,10 @@ _PURGE_EVERY = 256        # steps between sweeps of modules that no longer exist
 class StepClock:
     """The step being observed and the steps completed.
 
-    The pacing optimizer's step ends a step; a script without any optimizer has each
-    outermost forward with gradients end one (`pending_end`, ended at the next forward)."""
+    The pacing optimizer's step ends a step. Knowing that the script has an optimizer (made,
+    if not yet stepped) keeps forwards of gradient accumulation in one step; a script without
+    any has each outermost forward with gradients end one (`pending_end`, ended at the next
+    outermost call)."""
 
     def __init__(self, every: int, emit):
         # Observe every `every`-th step only (1: all). On the others the hooks return at once:
@@ -23,16 +25,6 @@ class StepClock:
         self.optimizers_created = 0
         self.optim = OptimizerWatch(emit)
 
-    def has_optimizer(self) -> bool:
-        """Knowing that the script has an optimizer (before its first step) keeps forwards
-        of gradient accumulation in one step."""
-        return self.optimizers_created > 0 or self.optim.primary is not None
-
-    def forward_returned(self) -> None:
-        """An outermost forward with gradients returned."""
-        if not self.has_optimizer():
-            self.pending_end = True
-
     def advance(self, complete: bool) -> bool:
         """The step is over (complete: not cut short by the end of the run); True when the
         next one is observed."""
@@ -42,8 +34,9 @@ class StepClock:
             self.optim.new_window()
         return self.step % self.every == 0
 
-    def purge_due(self, complete: bool) -> bool:
-        return complete and self.steps % _PURGE_EVERY == 0
+    def purge_due(self) -> bool:
+        """Time to forget modules that no longer exist (checked after a completed step)."""
+        return self.steps % _PURGE_EVERY == 0
 
     def restart(self) -> None:
         """Forwards before the optimizer existed (a dry run that initialises lazy modules)

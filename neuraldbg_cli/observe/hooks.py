@@ -146,8 +146,11 @@ class Hooks:
             # The model's own output layer: a sigmoid there saturating is a confident
             # prediction, the aim of training, not a failure.
             last[0].is_output = True
-        if self.active and torch.is_grad_enabled():
-            self.clock.forward_returned()
+        clock = self.clock
+        if clock.optimizers_created == 0 and clock.optim.primary is None and self.active \
+                and torch.is_grad_enabled():
+            # no optimizer (yet): each outermost forward with gradients is a step
+            clock.pending_end = True
 
     def _outermost_call(self, module, args):
         if self.clock.pending_end:

@@ -9,6 +9,10 @@ from .kinds import SIGMOID, TANH, UNIT_KINDS
 from .readout import Readout
 from .stats import collect, unpack
 
+# A NamedTuple's own __new__ is a Python function; tuple.__new__ builds the same record in C
+# (this runs for every layer at every step).
+_new = tuple.__new__
+
 
 class StepJudge:
     """Hands each layer's numbers to the detectors that watch it, and writes what changed."""
@@ -46,13 +50,15 @@ class StepJudge:
 
     def _judge(self, values: list, step: int, recs: list, grads: list, plan) -> None:
         numbers, raw, done = unpack(values, plan)
-        for rec, n in zip(recs, numbers):
-            norm = n.norm
-            rms = norm / math.sqrt(n.numel) if math.isfinite(norm) else norm
-            x = Observation(rec.kind, rms, n.inactive, n.input_dead, n.saturated, n.units,
-                            rec.is_output)
-            for watch in rec.on_output:
-                self._update(rec, watch, x, step)
+        for rec, (norm, numel, inactive, input_dead, saturated, units) in zip(recs, numbers):
+            rms = norm / math.sqrt(numel) if math.isfinite(norm) else norm
+            x = _new(Observation, (rec.kind, rms, inactive, input_dead, saturated, units,
+                                   rec.is_output, None, None))
+            for detector, history, tracker in rec.on_output:
+                state, extra = detector.judge(x, history)
+                detector.remember(x, history)
+                if state != tracker.steady:     # else nothing to write, no evidence to assemble
+                    self._changed(rec, detector, tracker, x, state, extra, step)
         for batch in grads:
             values = done if batch.normed else raw
             k = len(batch.tensors)
@@ -69,16 +75,15 @@ class StepJudge:
         if not math.isfinite(top):
             top = max((n for n in norms if math.isfinite(n)), default=0.0)
         for (rec, _), norm in zip(groups, norms):
-            x = Observation(rec.kind, grad_norm=norm, model_max_grad_norm=top)
-            for watch in rec.on_grad:
-                self._update(rec, watch, x, step)
+            x = _new(Observation, (rec.kind, None, None, None, None, None, False, norm, top))
+            for detector, history, tracker in rec.on_grad:
+                state, extra = detector.judge(x, history)
+                detector.remember(x, history)
+                if state != tracker.steady:
+                    self._changed(rec, detector, tracker, x, state, extra, step)
 
-    def _update(self, rec, watch, x: Observation, step: int) -> None:
-        detector, history, tracker = watch
-        state, extra = detector.judge(x, history)
-        detector.remember(x, history)
-        if state == tracker.steady:     # nothing to write, no evidence to assemble
-            return
+    def _changed(self, rec, detector, tracker, x, state: str, extra: dict, step: int) -> None:
+        """A layer's state differs from its steady one: update its tracker."""
         urgent = extra.pop("urgent", False) if extra else False
         t = tracker.update(step, state, detector.evidence(x, extra), urgent)
         if t is not None:

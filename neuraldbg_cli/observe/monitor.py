@@ -104,7 +104,7 @@ class Monitor:
         recs, grads, inputs_checked = self.hooks.take()
         self.judge.end_step(clock.step, recs, grads, inputs_checked)
         observing = clock.advance(complete)
-        if clock.purge_due(complete):
+        if complete and clock.purge_due():
             registry.purge()
         self.hooks.new_step(observing)
 

@@ -38,7 +38,8 @@ class Readout:
     def submit(self, tensors: list, job) -> list:
         """[(values, job)] of the steps now readable, oldest first; perhaps none yet."""
         if not self._defer(tensors[0]):
-            return [*self.drain(), (read_now(tensors), job)]
+            now = (read_now(tensors), job)
+            return [*self.drain(), now] if self._pending else [now]
         home = tensors[0].device
         stacked = torch.stack([t if t.device == home else t.to(home) for t in tensors])
         host = torch.empty(stacked.shape, dtype=stacked.dtype,

@@ -16,6 +16,9 @@ from .accumulator import UNITS, combine_max, unit_dims
 from .kinds import SIGMOID, SMOOTH
 
 _F32 = torch.float32
+# A NamedTuple's own __new__ is a Python function; tuple.__new__ builds the same record in C
+# (this runs for every layer at every step).
+_new = tuple.__new__
 
 
 class LayerNumbers(NamedTuple):
@@ -91,8 +94,8 @@ def collect(layers: list, smooth_tail: float, min_grads: dict, grads: list = (),
             if count is None:
                 count = acc.usum.numel()
         norms = acc.norms
-        slots.append(_Slots(len(ready), len(norms), first, len(pending) - first, u, i, s,
-                            count, acc.numel))
+        slots.append(_new(_Slots, (len(ready), len(norms), first, len(pending) - first, u, i, s,
+                                   count, acc.numel)))
         if norms:
             ready += norms
     n_ready, n_held = len(ready), len(pending)
@@ -125,9 +128,9 @@ def unpack(values: list, plan: Plan) -> tuple:
             norm = values[r] if k else values[done + p]
         else:                                   # of all calls together
             norm = math.hypot(*values[r:r + k], *values[done + p:done + p + m])
-        out.append(LayerNumbers(norm, numel, None if u is None else shares[u],
-                                None if i is None else shares[i],
-                                None if s is None else sats[s], count))
+        out.append(_new(LayerNumbers, (norm, numel, None if u is None else shares[u],
+                                       None if i is None else shares[i],
+                                       None if s is None else sats[s], count)))
     return out, values[done + plan.n_held:done + plan.n_pending], values[plan.n_ready:done]
 
 

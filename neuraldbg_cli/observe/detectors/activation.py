@@ -31,44 +31,6 @@ class ActivationHistory:
                 self.sparsity.append(sparsity)
 
 
-def activation_state(kind: str, rms: float, hist: ActivationHistory, th: Thresholds,
-                     inactive: float | None = None, saturated: float | None = None,
-                     input_dead: float | None = None) -> tuple[str, dict]:
-    """(state, extra evidence) for one layer's activation numbers at one step.
-
-    rms: root mean square of the output (NaN or infinite: non-finite values); where measured,
-    inactive: share of units inactive for the whole step (ReLU: zero; smooth kinds: in the
-    flat tail), also the layer's sparsity; saturated: share of sigmoid/tanh units saturated;
-    input_dead: share of input units zero for the whole step (Linear/conv)."""
-    if not math.isfinite(rms):
-        return "nonfinite", {}
-    if inactive is not None:
-        if kind == RELU and inactive >= th.relu.dead_ratio:
-            return "dead", {}
-        if kind == SMOOTH and inactive >= th.smooth.saturated_ratio:
-            return "saturated", {}
-    if input_dead is not None and input_dead >= th.input.dead_ratio:
-        return "dead", {"observed": "input"}
-    if saturated is not None and kind in _SQUASHING and saturated >= getattr(th, kind).saturated_ratio:
-        return "saturated", {}
-    # ANOMALOUS: a sudden shift of magnitude or sparsity against the layer's own recent
-    # median. Relative to the layer itself, so layers of any scale, BatchNorm outputs and
-    # Dropout's zeros (a steady share) do not trigger it; only a jump between steps does.
-    an, recent = th.anomaly, hist.log_rms
-    if recent.size >= an.warmup:
-        x, limit = math.log(rms + _TINY), an.log_magnitude
-        if not recent.near(x, limit):
-            med = recent.median()
-            if abs(x - med) > limit:
-                return "anomalous", {"rms_median": math.exp(med), "rms_ratio": math.exp(x - med)}
-        sp, jump = hist.sparsity, an.sparsity_jump
-        if inactive is not None and sp.size >= an.warmup and not sp.near(inactive, jump):
-            med = sp.median()
-            if abs(inactive - med) > jump:
-                return "anomalous", {"sparsity_median": med, "sparsity_shift": inactive - med}
-    return "normal", {}
-
-
 class ActivationDetector(Detector):
     """Every leaf layer's output, and the input of the outermost module."""
 
@@ -85,12 +47,49 @@ class ActivationDetector(Detector):
         return ActivationHistory(self.th.anomaly.window)
 
     def judge(self, x: Observation, history: ActivationHistory) -> tuple:
+        """rms: root mean square of the output (NaN or infinite: non-finite values); where
+        measured, inactive: share of units inactive for the whole step (ReLU: zero; smooth
+        kinds: in the flat tail), also the layer's sparsity; saturated: share of sigmoid/tanh
+        units saturated; input_dead: share of input units zero for the whole step."""
+        rms, inactive, kind, th = x.rms, x.inactive, x.kind, self.th
+        if not math.isfinite(rms):
+            return "nonfinite", {}
+        if inactive is not None:
+            if kind == RELU and inactive >= th.relu.dead_ratio:
+                return "dead", {}
+            if kind == SMOOTH and inactive >= th.smooth.saturated_ratio:
+                return "saturated", {}
+        input_dead = x.input_dead
+        if input_dead is not None and input_dead >= th.input.dead_ratio:
+            return "dead", {"observed": "input"}
         # a saturating output sigmoid is a confident prediction: not judged as saturated
-        return activation_state(x.kind, x.rms, history, self.th, x.inactive,
-                                None if x.is_output else x.saturated, x.input_dead)
+        saturated = x.saturated
+        if saturated is not None and not x.is_output and kind in _SQUASHING \
+                and saturated >= getattr(th, kind).saturated_ratio:
+            return "saturated", {}
+        # ANOMALOUS: a sudden shift of magnitude or sparsity against the layer's own recent
+        # median. Relative to the layer itself, so layers of any scale, BatchNorm outputs and
+        # Dropout's zeros (a steady share) do not trigger it; only a jump between steps does.
+        an, recent = th.anomaly, history.log_rms
+        if recent.size >= an.warmup:
+            v, limit = math.log(rms + _TINY), an.log_magnitude
+            if not recent.near(v, limit):
+                med = recent.median()
+                if abs(v - med) > limit:
+                    return "anomalous", {"rms_median": math.exp(med), "rms_ratio": math.exp(v - med)}
+            sp, jump = history.sparsity, an.sparsity_jump
+            if inactive is not None and sp.size >= an.warmup and not sp.near(inactive, jump):
+                med = sp.median()
+                if abs(inactive - med) > jump:
+                    return "anomalous", {"sparsity_median": med, "sparsity_shift": inactive - med}
+        return "normal", {}
 
     def remember(self, x: Observation, history: ActivationHistory) -> None:
-        history.add_activation(x.rms, x.inactive)
+        rms = x.rms
+        if math.isfinite(rms):      # add_activation, inlined: this runs per layer and step
+            history.log_rms.append(math.log(rms + _TINY))
+            if x.inactive is not None:
+                history.sparsity.append(x.inactive)
 
     def evidence(self, x: Observation, extra: dict) -> dict:
         stats = {"rms": x.rms}
@@ -103,6 +102,14 @@ class ActivationDetector(Detector):
         if x.units is not None:
             stats["units"] = x.units
         return {**stats, **extra}
+
+
+def activation_state(kind: str, rms: float, hist: ActivationHistory, th: Thresholds,
+                     inactive: float | None = None, saturated: float | None = None,
+                     input_dead: float | None = None) -> tuple[str, dict]:
+    """ActivationDetector's (state, extra evidence) for hand-made numbers."""
+    x = Observation(kind, rms, inactive, input_dead, saturated)
+    return ActivationDetector(th).judge(x, hist)
 
 
 register(ActivationDetector)

@@ -6,6 +6,7 @@ from statistics import median
 
 from ... import states
 from ...thresholds import GradientThresholds, Thresholds
+from ..kinds import OTHER
 from ..rolling import RollingMedian
 from . import register
 from .base import GRAD_NORM, NOTHING, Detector, Observation
@@ -46,34 +47,6 @@ class GradientHistory:
         return max(self.grad.median(), self.early_baseline())
 
 
-def gradient_state(norm: float, model_max: float, hist: GradientHistory,
-                   th: Thresholds) -> tuple[str, dict]:
-    """(state, extra evidence) for one layer's parameter-gradient norm at one optimizer step.
-
-    `model_max` is the largest finite layer norm of the model at that step: vanishing is
-    judged relative to it (depth attenuation), exploding against an absolute ceiling and
-    against the layer's own recent median."""
-    g: GradientThresholds = th.gradient
-    if not math.isfinite(norm):
-        return "nonfinite", {}
-    if norm > g.exploding_norm:
-        return "exploding", {"urgent": True}
-    if hist.grad.size >= th.anomaly.warmup:
-        # the baseline is never below the early median, nor the recent one's lower bound:
-        # a norm within the factor of those needs no median
-        if norm > g.exploding_factor * hist.early_baseline():
-            bounds = hist.grad.bounds()
-            if bounds is None or norm > g.exploding_factor * bounds[0]:
-                base = hist.grad_baseline()
-                if norm > g.exploding_factor * base:
-                    return "exploding", {"grad_norm_median": base}
-    if norm <= g.vanishing_norm:
-        return "vanishing", {}
-    if model_max > 0 and norm / model_max < g.vanishing_ratio:
-        return "vanishing", {"ratio_to_largest": norm / model_max}
-    return "healthy", {}
-
-
 class GradientDetector(Detector):
     """Every layer with parameters of its own (frozen ones too: they may be unfrozen)."""
 
@@ -88,13 +61,43 @@ class GradientDetector(Detector):
         return GradientHistory(self.th.anomaly.window)
 
     def judge(self, x: Observation, history: GradientHistory) -> tuple:
-        return gradient_state(x.grad_norm, x.model_max_grad_norm, history, self.th)
+        """`model_max_grad_norm` is the largest finite layer norm of the model at that step:
+        vanishing is judged relative to it (depth attenuation), exploding against an
+        absolute ceiling and against the layer's own recent median."""
+        norm, th = x.grad_norm, self.th
+        g: GradientThresholds = th.gradient
+        if not math.isfinite(norm):
+            return "nonfinite", {}
+        if norm > g.exploding_norm:
+            return "exploding", {"urgent": True}
+        if history.grad.size >= th.anomaly.warmup:
+            # the baseline is never below the early median, nor the recent one's lower
+            # bound: a norm within the factor of those needs no median
+            if norm > g.exploding_factor * history.early_baseline():
+                bounds = history.grad.bounds()
+                if bounds is None or norm > g.exploding_factor * bounds[0]:
+                    base = history.grad_baseline()
+                    if norm > g.exploding_factor * base:
+                        return "exploding", {"grad_norm_median": base}
+        if norm <= g.vanishing_norm:
+            return "vanishing", {}
+        model_max = x.model_max_grad_norm
+        if model_max > 0 and norm / model_max < g.vanishing_ratio:
+            return "vanishing", {"ratio_to_largest": norm / model_max}
+        return "healthy", {}
 
     def remember(self, x: Observation, history: GradientHistory) -> None:
         history.add_gradient(x.grad_norm)
 
     def evidence(self, x: Observation, extra: dict) -> dict:
         return {"grad_norm": x.grad_norm, "model_max_grad_norm": x.model_max_grad_norm, **extra}
+
+
+def gradient_state(norm: float, model_max: float, hist: GradientHistory,
+                   th: Thresholds) -> tuple[str, dict]:
+    """GradientDetector's (state, extra evidence) for hand-made numbers."""
+    x = Observation(OTHER, grad_norm=norm, model_max_grad_norm=model_max)
+    return GradientDetector(th).judge(x, hist)
 
 
 register(GradientDetector)
