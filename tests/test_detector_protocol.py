@@ -67,3 +67,17 @@ def test_the_built_in_detectors_are_registered_in_order():
     built = detectors.build(Thresholds())
     assert [type(d) for d in built][:2] == [ActivationDetector, GradientDetector]
     assert [d.signal for d in built][:2] == [states.ACTIVATION, states.GRADIENT]
+
+
+def test_a_faulty_detector_is_switched_off_alone(toy, tmp_path, capsys, monkeypatch):
+    def broken(self, x, history):
+        raise ValueError("toy fault")
+
+    monkeypatch.setattr(toy.LoudLinear, "judge", broken)
+    model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 1))
+    with NeuralDbg(model, trace=str(tmp_path / "t.jsonl")) as dbg:
+        train(model, 4)
+    err = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
+    assert len(err) == 1 and "toy detector switched off" in err[0] and "toy fault" in err[0], err
+    assert dbg.steps == 4
+    assert {t["signal"] for t in dbg.transitions} == {"activation", "gradient"}

@@ -15,13 +15,15 @@ _new = tuple.__new__
 
 
 class StepJudge:
-    """Hands each layer's numbers to the detectors that watch it, and writes what changed."""
+    """Hands each layer's numbers to the detectors that watch it, and writes what changed.
+    A detector that raises is switched off, with a warning; the others go on."""
 
-    def __init__(self, thresholds, name_of, emit, readout: Readout | None = None):
+    def __init__(self, thresholds, registry, emit, fault, readout: Readout | None = None):
         self.tail = thresholds.smooth.tail
         self.min_grads = {SIGMOID: thresholds.sigmoid.min_grad, TANH: thresholds.tanh.min_grad}
-        self.name_of = name_of
+        self.registry = registry
         self.emit = emit
+        self.fault = fault                  # callable(what, error)
         self.readout = readout or Readout()
 
     def end_step(self, step: int, recs: list, grads: list, inputs_checked: bool) -> None:
@@ -55,10 +57,13 @@ class StepJudge:
             x = _new(Observation, (rec.kind, rms, inactive, input_dead, saturated, units,
                                    rec.is_output, None, None))
             for detector, history, tracker in rec.on_output:
-                state, extra = detector.judge(x, history)
-                detector.remember(x, history)
-                if state != tracker.steady:     # else nothing to write, no evidence to assemble
-                    self._changed(rec, detector, tracker, x, state, extra, step)
+                try:
+                    state, extra = detector.judge(x, history)
+                    detector.remember(x, history)
+                    if state != tracker.steady:     # else nothing to write, no evidence to build
+                        self._changed(rec, detector, tracker, x, state, extra, step)
+                except Exception as e:  # noqa: BLE001 - only this detector stops
+                    self._switch_off(detector, e)
         for batch in grads:
             values = done if batch.normed else raw
             k = len(batch.tensors)
@@ -77,10 +82,13 @@ class StepJudge:
         for (rec, _), norm in zip(groups, norms):
             x = _new(Observation, (rec.kind, None, None, None, None, None, False, norm, top))
             for detector, history, tracker in rec.on_grad:
-                state, extra = detector.judge(x, history)
-                detector.remember(x, history)
-                if state != tracker.steady:
-                    self._changed(rec, detector, tracker, x, state, extra, step)
+                try:
+                    state, extra = detector.judge(x, history)
+                    detector.remember(x, history)
+                    if state != tracker.steady:
+                        self._changed(rec, detector, tracker, x, state, extra, step)
+                except Exception as e:  # noqa: BLE001 - only this detector stops
+                    self._switch_off(detector, e)
 
     def _changed(self, rec, detector, tracker, x, state: str, extra: dict, step: int) -> None:
         """A layer's state differs from its steady one: update its tracker."""
@@ -89,8 +97,19 @@ class StepJudge:
         if t is not None:
             self.write(rec, detector.signal.name, t)
 
+    def _switch_off(self, detector, error: BaseException) -> None:
+        """No layer is handed to `detector` again, those registered later included."""
+        reg = self.registry
+        if detector in reg.detectors:
+            reg.detectors.remove(detector)
+        for rec in reg.layers():
+            rec.watching = [w for w in rec.watching if w.detector is not detector]
+            rec.on_output = [w for w in rec.on_output if w.detector is not detector]
+            rec.on_grad = [w for w in rec.on_grad if w.detector is not detector]
+        self.fault(f"{detector.signal.name} detector switched off", error)
+
     def write(self, rec, signal: str, t) -> None:
-        self.emit({"event": "transition", "step": t.step, "layer": self.name_of(rec),
+        self.emit({"event": "transition", "step": t.step, "layer": self.registry.name_of(rec),
                    "module_type": rec.module_type, "kind": rec.kind, "signal": signal,
                    "from": t.previous, "to": t.state, "stats": _rounded(t.stats)})
 

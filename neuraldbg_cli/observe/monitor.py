@@ -31,7 +31,7 @@ class Monitor:
         found = detector_registry.build(thresholds) if detectors is None else detectors
         self.registry = Registry(found, thresholds.debounce_steps, self.clock, emit,
                                  self.fault, model)
-        self.judge = StepJudge(thresholds, self.registry.name_of, emit)
+        self.judge = StepJudge(thresholds, self.registry, emit, self.fault)
         self.hooks = Hooks(self.registry, self.clock, self.end_step_safely, self.fault)
 
     @property
