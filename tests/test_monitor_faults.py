@@ -17,8 +17,8 @@ import torch
 from torch import nn
 from torch.nn.modules import module as nn_module
 
-import neuraldbg_cli.observe.monitor as monitor_mod
-import neuraldbg_cli.observe.stats as stats_mod
+import neuraldbg_cli.observe.accumulator as accumulator_mod
+import neuraldbg_cli.observe.judge as judge_mod
 import neuraldbg_cli.trace as trace_mod
 from neuraldbg_cli import NeuralDbg
 
@@ -71,7 +71,7 @@ def neuraldbg_lines(err: str) -> list:
 
 # ---- a fault in the per-layer statistics ----------------------------------------------------
 def test_fault_in_one_layer_type_switches_off_that_layer_only(tmp_path, capsys, monkeypatch):
-    original = stats_mod.Accumulator.add_output
+    original = accumulator_mod.Accumulator.add_output
     calls = {"tanh": 0}
 
     def faulty(self, y, *rest, **kwargs):
@@ -80,7 +80,7 @@ def test_fault_in_one_layer_type_switches_off_that_layer_only(tmp_path, capsys, 
             raise RuntimeError("injected fault")
         return original(self, y, *rest, **kwargs)
 
-    monkeypatch.setattr(stats_mod.Accumulator, "add_output", faulty)
+    monkeypatch.setattr(accumulator_mod.Accumulator, "add_output", faulty)
     model, x, y = model_and_data()
     trace = tmp_path / "t.jsonl"
     with NeuralDbg(model, trace=str(trace)) as dbg:
@@ -107,7 +107,7 @@ def test_fault_in_add_input_switches_off_that_layer_only(tmp_path, capsys, monke
     def faulty(self, x):
         raise ValueError("input fault")
 
-    monkeypatch.setattr(stats_mod.Accumulator, "add_input", faulty)
+    monkeypatch.setattr(accumulator_mod.Accumulator, "add_input", faulty)
 
     class M(nn.Module):
         def __init__(self):
@@ -132,7 +132,7 @@ def test_fault_in_add_input_switches_off_that_layer_only(tmp_path, capsys, monke
 
 
 def test_fault_in_step_reduction_does_not_end_training(tmp_path, capsys, monkeypatch):
-    original = monitor_mod.gather
+    original = judge_mod.collect
     calls = {"n": 0}
 
     def faulty(*args, **kwargs):
@@ -141,7 +141,7 @@ def test_fault_in_step_reduction_does_not_end_training(tmp_path, capsys, monkeyp
             raise RuntimeError("reduction fault")
         return original(*args, **kwargs)
 
-    monkeypatch.setattr(monitor_mod, "gather", faulty)
+    monkeypatch.setattr(judge_mod, "collect", faulty)
     model, x, y = model_and_data()
     trace = tmp_path / "t.jsonl"
     try:
@@ -159,14 +159,14 @@ def test_fault_in_step_reduction_does_not_end_training(tmp_path, capsys, monkeyp
 
 def test_fault_in_input_norm_warns_once(tmp_path, capsys, monkeypatch):
     """The pseudo-layer (input) fails at every step: one warning, not one per step."""
-    original = stats_mod.Accumulator.add_output
+    original = accumulator_mod.Accumulator.add_output
 
     def faulty(self, x, *rest, **kwargs):
         if self.kind == "input":
             raise RuntimeError("input norm fault")
         return original(self, x, *rest, **kwargs)
 
-    monkeypatch.setattr(stats_mod.Accumulator, "add_output", faulty)
+    monkeypatch.setattr(accumulator_mod.Accumulator, "add_output", faulty)
     model, x, y = model_and_data()
     trace = tmp_path / "t.jsonl"
     with NeuralDbg(model, trace=str(trace)) as dbg:

@@ -1,8 +1,9 @@
 """Classification rules on hand-made numbers: each state, per activation kind, and healthy cases."""
 import math
 
-from neuraldbg_cli.observe.regimes import (OTHER, PARAM, RELU, SIGMOID, SMOOTH, TANH, History,
-                                   activation_state, gradient_state)
+from neuraldbg_cli.observe.detectors.activation import ActivationHistory, activation_state
+from neuraldbg_cli.observe.detectors.gradient import GradientHistory, gradient_state
+from neuraldbg_cli.observe.kinds import OTHER, PARAM, RELU, SIGMOID, SMOOTH, TANH
 from neuraldbg_cli.thresholds import Thresholds
 
 TH = Thresholds()
@@ -15,7 +16,7 @@ def obs(kind, rms=1.0, **shares):
 
 def judge(o, hist=None):
     kind, rms, shares = o
-    return activation_state(kind, rms, hist or History(20), TH, **shares)
+    return activation_state(kind, rms, hist or ActivationHistory(20), TH, **shares)
 
 
 def state(o, hist=None):
@@ -54,7 +55,7 @@ def test_nonfinite_wins():
 
 
 def _hist(values, sparsity=None):
-    h = History(20)
+    h = ActivationHistory(20)
     for v in values:
         h.add_activation(v, sparsity)
     return h
@@ -79,7 +80,7 @@ def test_anomaly_on_sparsity_shift():
 
 
 def grad(norm, top=1.0, hist=None):
-    return gradient_state(norm, top, hist or History(20), TH)[0]
+    return gradient_state(norm, top, hist or GradientHistory(20), TH)[0]
 
 
 def test_gradient_states():
@@ -93,7 +94,7 @@ def test_gradient_states():
 
 
 def test_gradient_exploding_relative_to_own_history():
-    h = History(20)
+    h = GradientHistory(20)
     for _ in range(10):
         h.add_gradient(0.01)
     assert grad(5.0, top=5.0, hist=h) == "exploding"
@@ -104,7 +105,7 @@ def test_rolling_median_and_its_bounds_match_the_obvious_reference():
     import random
     from statistics import median
 
-    from neuraldbg_cli.observe.regimes import RollingMedian
+    from neuraldbg_cli.observe.rolling import RollingMedian
 
     rng = random.Random(0)
     for window in (7, 8):                               # odd and even windows
@@ -130,7 +131,7 @@ def test_anomaly_decisions_equal_those_taken_with_the_exact_median():
     from statistics import median
 
     rng = random.Random(1)
-    hist, logs, sparsities = History(20), [], []
+    hist, logs, sparsities = ActivationHistory(20), [], []
     level, decided = 0.0, {"anomalous": 0, "normal": 0}
     for step in range(3000):
         if rng.random() < 0.02:
@@ -158,7 +159,7 @@ def test_gradient_decisions_equal_those_taken_with_the_exact_median():
     from statistics import median
 
     rng = random.Random(2)
-    hist, norms, level, exploded = History(20), [], 0.0, 0
+    hist, norms, level, exploded = GradientHistory(20), [], 0.0, 0
     for step in range(3000):
         if rng.random() < 0.02:
             level += rng.choice([-5.0, 5.0, 2.0, -2.0])

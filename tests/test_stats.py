@@ -5,8 +5,9 @@ import pytest
 import torch
 from torch import nn
 
-from neuraldbg_cli.observe.regimes import OTHER, PARAM, RELU, SIGMOID, SMOOTH, TANH
-from neuraldbg_cli.observe.stats import Accumulator, first_tensor, gather, kind_of, unit_dims
+from neuraldbg_cli.observe.accumulator import Accumulator, first_tensor, unit_dims
+from neuraldbg_cli.observe.kinds import OTHER, PARAM, RELU, SIGMOID, SMOOTH, TANH, kind_of
+from neuraldbg_cli.observe.stats import LayerNumbers, gather
 
 MIN_GRADS = {SIGMOID: 0.05, TANH: 0.05}
 
@@ -16,10 +17,11 @@ def run(accs, tail=0.0, grads=(), grad_norms=()):
     (shares of units turned back into counts), "grads", "grad_norms"."""
     numbers, normed, read = gather(accs, tail, MIN_GRADS, list(grads), list(grad_norms))
     out = {"grads": normed, "grad_norms": read}
-    for i, (acc, (norm, units, inputs, sat)) in enumerate(zip(accs, numbers)):
-        out[("norm", i)] = norm
-        for key, v, vec in (("units", units, acc.units), ("inputs", inputs, acc.inputs),
-                            ("sat", sat, acc.usum)):
+    for i, (acc, n) in enumerate(zip(accs, numbers)):
+        assert isinstance(n, LayerNumbers) and n.numel == acc.numel
+        out[("norm", i)] = n.norm
+        for key, v, vec in (("units", n.inactive, acc.units), ("inputs", n.input_dead, acc.inputs),
+                            ("sat", n.saturated, acc.usum)):
             if v is not None:
                 out[(key, i)] = round(v * vec.numel())
     return out

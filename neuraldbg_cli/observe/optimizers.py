@@ -3,11 +3,19 @@ each layer's gradient norm at the step (read with the rest of the step's numbers
 from __future__ import annotations
 
 import weakref
+from typing import NamedTuple
 
 import torch
 
 _F32 = torch.float32
 _LR_CHANGE = 0.10         # relative learning-rate change that is written as an hparams event
+
+
+class GradBatch(NamedTuple):
+    """One optimizer's gradients at one step, for the step end's one read."""
+    tensors: list       # 0-d norms (normed) or the gradients themselves, to norm then
+    groups: list        # [(layer record, positions of its tensors: a slice, or a tuple)]
+    normed: bool
 
 
 class OptimizerWatch:
@@ -73,12 +81,12 @@ class OptimizerWatch:
                     event[k] = list(v) if isinstance(v, tuple) else v
         self.emit(event)
 
-    def grad_norms(self, opt, owners: dict, raw: bool = False):
-        """(tensors, [(layer record, positions of its tensors)], normed) for the parameters of
-        `opt` that have a gradient and belong to an observed layer: the tensors are their
-        gradients' norms (0-d, on the device; normed True), or, with `raw` when all are dense
-        float32, the gradients themselves, for the caller to norm now (normed False). A
-        layer's norms are combined on the host, after the step's one read."""
+    def grad_norms(self, opt, owners: dict, raw: bool = False) -> GradBatch | None:
+        """A GradBatch for the parameters of `opt` that have a gradient and belong to an
+        observed layer: the tensors are their gradients' norms (0-d, on the device; normed
+        True), or, with `raw` when all are dense float32, the gradients themselves, for the
+        caller to norm now (normed False). A layer's norms are combined on the host, after
+        the step's one read."""
         key = (len(owners), *_groups_key(opt))
         entry = self._cache.get(id(opt))
         if entry is None or entry[0]() is not opt or entry[1][0] != key:
@@ -95,7 +103,7 @@ class OptimizerWatch:
                 plain = False
                 break
         if raw and plain:
-            return grads, groups, False
+            return GradBatch(grads, groups, False)
         if not plain and any(g is None for g in grads):     # some without a gradient this step
             present = [p for p, g in zip(params, grads) if g is not None]
             grads = [p.grad for p in present]
@@ -109,7 +117,7 @@ class OptimizerWatch:
             norms = torch._foreach_norm(grads, 2, dtype=torch.float32)
         if mixed:
             norms = [n.to(device) for n in norms]
-        return list(norms), groups, True
+        return GradBatch(list(norms), groups, True)
 
 
 def _groups_key(opt) -> tuple:

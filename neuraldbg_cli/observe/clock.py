@@ -1,0 +1,44 @@
+"""Where steps begin and end: optimizer steps pace them, and only every N-th is observed."""
+from __future__ import annotations
+
+from .optimizers import OptimizerWatch
+
+_PURGE_EVERY = 256        # steps between sweeps of modules that no longer exist
+
+
+class StepClock:
+    """The step being observed and the steps completed.
+
+    The pacing optimizer's step ends a step. Knowing that the script has an optimizer (made,
+    if not yet stepped) keeps forwards of gradient accumulation in one step; a script without
+    any has each outermost forward with gradients end one (`pending_end`, ended at the next
+    outermost call)."""
+
+    def __init__(self, every: int, emit):
+        # Observe every `every`-th step only (1: all). On the others the hooks return at once:
+        # for models whose steps are mostly Python overhead, the cost drops about N-fold, and a
+        # state must then last `debounce_steps` observed steps (N times as long) to be seen.
+        self.every = every
+        self.step = 0                       # index of the step being observed
+        self.steps = 0                      # completed steps
+        self.pending_end = False
+        self.optimizers_created = 0
+        self.optim = OptimizerWatch(emit)
+
+    def advance(self, complete: bool) -> bool:
+        """The step is over (complete: not cut short by the end of the run); True when the
+        next one is observed."""
+        if complete:
+            self.steps += 1
+            self.step += 1
+            self.optim.new_window()
+        return self.step % self.every == 0
+
+    def purge_due(self) -> bool:
+        """Time to forget modules that no longer exist (checked after a completed step)."""
+        return self.steps % _PURGE_EVERY == 0
+
+    def restart(self) -> None:
+        """Forwards before the optimizer existed (a dry run that initialises lazy modules)
+        were counted as steps; training proper starts at step 0."""
+        self.step = self.steps = 0

@@ -1,0 +1,70 @@
+"""What a detector is: a signal, the modules it watches, the reductions it needs, a judge.
+
+A detector never touches a tensor. It says, once per module, which reductions it needs
+(`needs`); the hooks compute the union of every detector's needs for that module, and the
+step end batches them, for all layers and all detectors, into the step's one host read. Each
+step it is handed plain numbers (an `Observation`) with its own bounded history of the
+layer, and `judge` decides the state. To add one, write a file that subclasses `Detector`,
+registers its `Signal` with `neuraldbg_cli.states.register` if it is new, and calls
+`neuraldbg_cli.observe.detectors.register` with the class: nothing else changes.
+"""
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from ...states import Signal
+from ...thresholds import Thresholds
+
+# Reductions a detector may need; their numbers arrive in the Observation fields named.
+OUTPUT_NORM = "output_norm"          # rms (NaN/inf when any output value is)
+UNIT_ACTIVITY = "unit_activity"      # inactive, units: units inactive all step (ReLU, smooth)
+UNIT_SATURATION = "unit_saturation"  # saturated, units: units saturated (sigmoid, tanh)
+INPUT_ACTIVITY = "input_activity"    # input_dead: input units zero all step (Linear, conv)
+GRAD_NORM = "grad_norm"              # grad_norm, model_max_grad_norm: at the optimizer step
+OUTPUT_REDUCTIONS = frozenset((OUTPUT_NORM, UNIT_ACTIVITY, UNIT_SATURATION, INPUT_ACTIVITY))
+NOTHING = frozenset()
+
+
+class Observation(NamedTuple):
+    """One layer's plain numbers at one step, None where not measured. A detector that
+    needs GRAD_NORM is judged at the optimizer step, on the gradient fields; any other on
+    the output fields, at the step end."""
+    kind: str                                   # activation kind (observe.kinds)
+    rms: float | None = None
+    inactive: float | None = None
+    input_dead: float | None = None
+    saturated: float | None = None
+    units: int | None = None
+    is_output: bool = False                     # the model's own output layer
+    grad_norm: float | None = None              # the layer's parameters together
+    model_max_grad_norm: float | None = None    # the largest finite one of the optimizer's
+
+
+class Detector:
+    """Base of the detectors: override `needs`, `judge`, and as required the rest."""
+
+    signal: Signal
+
+    def __init__(self, thresholds: Thresholds):
+        self.th = thresholds
+
+    def needs(self, module, kind: str, leaf: bool) -> frozenset:
+        """The reductions wanted of `module` (None: the input of the outermost module);
+        empty: not watched. Asked once per module, never in the hot path."""
+        return NOTHING
+
+    def history(self):
+        """A new layer's bounded history (whatever `judge` reads), or None."""
+        return None
+
+    def judge(self, x: Observation, history) -> tuple:
+        """(state, extra evidence) for one layer at one step; pure: reads `history`, never
+        changes it. Extra evidence with "urgent": True confirms the state at once."""
+        raise NotImplementedError
+
+    def remember(self, x: Observation, history) -> None:
+        """Add this step's numbers to the layer's history, after `judge`."""
+
+    def evidence(self, x: Observation, extra: dict) -> dict:
+        """The stats written with a transition; asked only when the state may change."""
+        return {"rms": x.rms, **extra}

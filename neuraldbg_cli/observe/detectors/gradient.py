@@ -1,0 +1,103 @@
+"""Gradient health: vanishing, exploding or non-finite gradients of a layer's parameters."""
+from __future__ import annotations
+
+import math
+from statistics import median
+
+from ... import states
+from ...thresholds import GradientThresholds, Thresholds
+from ..kinds import OTHER
+from ..rolling import RollingMedian
+from . import register
+from .base import GRAD_NORM, NOTHING, Detector, Observation
+
+_NEEDS = frozenset((GRAD_NORM,))
+
+
+class GradientHistory:
+    """A layer's recent gradient norms, bounded, and its first ones (a floor for "recent")."""
+
+    __slots__ = ("grad", "grad_early", "_early", "_early_median")
+
+    def __init__(self, window: int):
+        self.grad = RollingMedian(window)
+        self.grad_early: list = []
+        self._early = window
+        self._early_median = None
+
+    def add_gradient(self, norm: float) -> None:
+        if math.isfinite(norm) and norm > 0:
+            self.grad.append(norm)
+            if len(self.grad_early) < self._early:
+                self.grad_early.append(norm)
+
+    def early_baseline(self) -> float:
+        """The median of the layer's first gradient norms."""
+        early = self._early_median
+        if early is None:
+            early = median(self.grad_early)
+            if len(self.grad_early) == self._early:
+                self._early_median = early      # complete: it will not change again
+        return early
+
+    def grad_baseline(self) -> float:
+        """The layer's usual gradient norm: its recent median, but never below the median of
+        its first steps (a model that has fit its data has tiny gradients; new data brings
+        back ordinary ones, which are not an explosion)."""
+        return max(self.grad.median(), self.early_baseline())
+
+
+class GradientDetector(Detector):
+    """Every layer with parameters of its own (frozen ones too: they may be unfrozen)."""
+
+    signal = states.GRADIENT
+
+    def needs(self, module, kind: str, leaf: bool) -> frozenset:
+        if module is None or next(module.parameters(recurse=False), None) is None:
+            return NOTHING
+        return _NEEDS
+
+    def history(self) -> GradientHistory:
+        return GradientHistory(self.th.anomaly.window)
+
+    def judge(self, x: Observation, history: GradientHistory) -> tuple:
+        """`model_max_grad_norm` is the largest finite layer norm of the model at that step:
+        vanishing is judged relative to it (depth attenuation), exploding against an
+        absolute ceiling and against the layer's own recent median."""
+        norm, th = x.grad_norm, self.th
+        g: GradientThresholds = th.gradient
+        if not math.isfinite(norm):
+            return "nonfinite", {}
+        if norm > g.exploding_norm:
+            return "exploding", {"urgent": True}
+        if history.grad.size >= th.anomaly.warmup:
+            # the baseline is never below the early median, nor the recent one's lower
+            # bound: a norm within the factor of those needs no median
+            if norm > g.exploding_factor * history.early_baseline():
+                bounds = history.grad.bounds()
+                if bounds is None or norm > g.exploding_factor * bounds[0]:
+                    base = history.grad_baseline()
+                    if norm > g.exploding_factor * base:
+                        return "exploding", {"grad_norm_median": base}
+        if norm <= g.vanishing_norm:
+            return "vanishing", {}
+        model_max = x.model_max_grad_norm
+        if model_max > 0 and norm / model_max < g.vanishing_ratio:
+            return "vanishing", {"ratio_to_largest": norm / model_max}
+        return "healthy", {}
+
+    def remember(self, x: Observation, history: GradientHistory) -> None:
+        history.add_gradient(x.grad_norm)
+
+    def evidence(self, x: Observation, extra: dict) -> dict:
+        return {"grad_norm": x.grad_norm, "model_max_grad_norm": x.model_max_grad_norm, **extra}
+
+
+def gradient_state(norm: float, model_max: float, hist: GradientHistory,
+                   th: Thresholds) -> tuple[str, dict]:
+    """GradientDetector's (state, extra evidence) for hand-made numbers."""
+    x = Observation(OTHER, grad_norm=norm, model_max_grad_norm=model_max)
+    return GradientDetector(th).judge(x, hist)
+
+
+register(GradientDetector)

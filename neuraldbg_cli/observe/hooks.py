@@ -1,0 +1,246 @@
+"""torch's global hooks: every module call, every optimizer step. The per-call hot path.
+
+Why global hooks and not a patched `nn.Module.__call__`: torch.compile traces module calls
+without going through a patched `__call__` (unless dynamo was imported before the patch, which
+costs seconds and made gloo teardown hang), while `register_module_forward_hook` and friends are
+honoured in eager, compiled and DDP-wrapped models alike, and come with removable handles.
+"""
+from __future__ import annotations
+
+import gc
+import warnings
+
+import torch
+from torch import nn
+from torch.nn.modules import module as nn_module
+from torch.optim.optimizer import Optimizer, register_optimizer_step_post_hook
+
+from . import naming
+from .accumulator import first_tensor
+
+# Bound once: the hooks run for every module call (dynamo knows these functions by identity).
+_is_compiling = torch.compiler.is_compiling
+_grad_enabled = torch.is_grad_enabled
+_Tensor = torch.Tensor
+_Loss = nn.modules.loss._Loss
+_COMPILE_HOOK_WARNING = r"Using `torch.compile\(module\)` when there are global hooks"
+
+
+class Hooks:
+    """Records what each call and each optimizer step brings, for the step end to judge.
+
+    Everything the per-call hook reads is an attribute of this object (one lookup each):
+    the registry's dicts are shared, not reached through it. Every hook is guarded: a fault
+    switches off that layer, or that part, with a warning; never the user's run."""
+
+    def __init__(self, registry, clock, end_step, fault):
+        self.registry, self.clock = registry, clock
+        self._recs = registry.recs          # shared: changed in place only
+        self._roots = registry.roots
+        self._register = registry.register
+        self._input = registry.input
+        self._end_step = end_step           # callable(): ends the step, never raises
+        self._fault = fault                 # callable(what, error, layer=None)
+        self.active = False
+        self.observing = True               # this step is observed (and monitoring is on)
+        self.touched: list = []             # layers that produced numbers this step
+        self.grads: list = []               # per optimizer stepped: its GradBatch
+        self.grads_off = False
+        self.inputs_checked = False         # some layer's input was checked this step
+        self._depth = 0
+        self._last_leaf = None              # eager only: (rec, output) of the last leaf call
+        self._installed = None
+
+    # ---- lifecycle -------------------------------------------------------------------
+    def install(self, existing_optimizers: bool, optimizer_created) -> None:
+        """existing_optimizers: look for optimizers made before this call (a notebook)."""
+        if existing_optimizers:
+            self.clock.optimizers_created += sum(issubclass(type(o), Optimizer)
+                                                 for o in gc.get_objects())
+        self._installed = _Installed(self._pre_hook, self._hook, self._optimizer_stepped,
+                                     optimizer_created)
+        self.active = True
+
+    def remove(self) -> None:
+        if self._installed is not None:
+            self._installed.remove()
+            self._installed = None
+        self.active = self.observing = False
+
+    def take(self) -> tuple:
+        """(layers touched, gradient batches, whether inputs were checked) of the step, now
+        handed over to the step end."""
+        out = self.touched, self.grads, self.inputs_checked
+        self.touched, self.grads, self.inputs_checked = [], [], False
+        return out
+
+    def new_step(self, observing: bool) -> None:
+        self.observing = observing
+        self._depth = 0
+        self._last_leaf = None
+
+    # ---- the hot path ----------------------------------------------------------------
+    def _pre_hook(self, module, args):
+        # Inside a compiled region there is no outermost call to find: the wrapper's own
+        # (eager) call already did; this bookkeeping compiles away to nothing.
+        if _is_compiling():
+            return
+        if self._depth == 0 and self.active:
+            try:
+                self._outermost_call(module, args)
+            except Exception as e:  # noqa: BLE001 - a monitor fault must not end the run
+                self._fault(f"outermost call of {type(module).__name__} not observed", e)
+        self._depth += 1
+
+    def _hook(self, module, args, output):
+        eager = not _is_compiling()
+        rec = None
+        try:    # a monitor fault must not end the user's run (try costs nothing until raised)
+            if eager:
+                depth = self._depth
+                if depth > 1:
+                    self._depth = depth - 1
+                else:
+                    self._depth = 0
+                    root = self._roots.get(id(module))
+                    if root is not None and root() is module:
+                        self._outermost_return(output)
+            if not self.observing or not _grad_enabled() or not module.training:
+                return
+            rec = self._recs.get(id(module))
+            if rec is None or rec.ref() is not module:  # new, or an id reused by a new module
+                rec = self._register(module)
+            if not rec.reads:               # skipped, or nothing read from its outputs
+                return
+            y = output if isinstance(output, _Tensor) else first_tensor(output)
+            acc = rec.acc
+            first = not acc.numel                       # the layer's first call this step
+            if y is None or not acc.add_output(y, eager):
+                return
+            if rec.wants_input and args:
+                x = args[0]
+                # Data straight from the loader does not require grad: its zero features
+                # (one-hot, padding) are not dead units. A computed input is checked (that
+                # is how F.relu(...) is seen), unless it is the very output of the layer
+                # observed just before, whose own numbers already judge it (eager only).
+                last = self._last_leaf if eager else None
+                if not (last is not None and last[1] is x and not last[0].transparent) \
+                        and isinstance(x, _Tensor) and x.requires_grad and x.is_floating_point():
+                    acc.add_input(x)
+                    self.inputs_checked = True
+            if eager:
+                self._last_leaf = (rec, y)
+            if first:
+                self.touched.append(rec)
+        except Exception as e:  # noqa: BLE001
+            if rec is None or rec.skip:
+                self.registry.skip(module)
+                self._fault(f"monitoring of a {type(module).__name__} switched off", e)
+            else:
+                self.disable(module, rec, e)
+
+    # ---- once per forward, once per optimizer step --------------------------------------
+    def _outermost_return(self, output) -> None:
+        last = self._last_leaf
+        if last is not None and not last[0].is_output and first_tensor(output) is last[1]:
+            # The model's own output layer: a sigmoid there saturating is a confident
+            # prediction, the aim of training, not a failure.
+            last[0].is_output = True
+        clock = self.clock
+        if clock.optimizers_created == 0 and clock.optim.primary is None and self.active \
+                and torch.is_grad_enabled():
+            # no optimizer (yet): each outermost forward with gradients is a step
+            clock.pending_end = True
+
+    def _outermost_call(self, module, args):
+        if self.clock.pending_end:
+            self._end_step()
+            if not self.active:
+                return
+        if isinstance(module, _Loss) or not torch.is_grad_enabled() or not module.training:
+            return
+        reg = self.registry
+        if reg.allowed is not None and id(module) not in reg.allowed \
+                and naming.unwrap(module) is not reg.model:
+            return
+        root = self._roots.get(id(module))
+        if root is None or root() is not module:
+            if next(module.parameters(), None) is None:
+                # Parameter-free modules called on their own (nn.Softmax()(logits) in a loop)
+                # are post-processing, not a model: neither a root nor layers of one.
+                for m in module.modules():
+                    reg.skip(m)
+                return
+            reg.add_root_safely(module)
+        x = first_tensor(args) if self.observing else None
+        inp = self._input
+        if x is not None and not inp.skip:
+            first = not inp.acc.numel
+            try:
+                if not inp.acc.add_output(x, defer=True):
+                    return
+            except Exception as e:  # noqa: BLE001
+                inp.skip = True
+                self.disable(None, inp, e)
+                return
+            if first:
+                self.touched.append(inp)
+
+    def _optimizer_stepped(self, opt, args, kwargs):
+        if self._installed is None:
+            return
+        optim = self.clock.optim
+        paces = optim.paces(opt)
+        if self.active:             # once switched off by a fault, steps are only counted
+            try:
+                optim.record_hparams(opt, self.clock.step)
+                if not self.grads_off and self.observing:
+                    # The pacing optimizer's step ends the step right here: its gradients
+                    # can be normed with everything else, in the step end's one call.
+                    batch = optim.grad_norms(opt, self.registry.owners, raw=paces)
+                    if batch is not None:
+                        self.grads.append(batch)
+            except Exception as e:  # noqa: BLE001 - a monitor fault must not end the run
+                self.grads_off, self.grads = True, []
+                self._fault("gradient monitoring switched off", e)
+        if paces:
+            self._end_step()
+
+    def disable(self, module, rec, error) -> None:
+        """Switch off one layer after a fault in its monitoring."""
+        if module is not None:
+            self.registry.skip(module)
+        name = self.registry.name_of(rec)
+        self._fault(f"monitoring of layer {name} switched off", error, name)
+
+
+class _Installed:
+    """torch's global hooks, and a patched `Optimizer.__init__`, removed as one."""
+
+    def __init__(self, pre_hook, hook, optimizer_stepped, optimizer_created):
+        self._handles = [
+            nn_module.register_module_forward_pre_hook(pre_hook),
+            nn_module.register_module_forward_hook(hook, always_call=True),
+            register_optimizer_step_post_hook(optimizer_stepped),
+        ]
+        # Knowing that the script has an optimizer (before its first step) keeps forwards of
+        # gradient accumulation in one step; without one, each outermost forward is a step.
+        orig = self._orig_opt_init = Optimizer.__init__
+
+        def init(opt, *args, **kwargs):
+            optimizer_created()
+            orig(opt, *args, **kwargs)
+        Optimizer.__init__ = init
+        # torch warns, on the user's stderr, that global hooks also fire for the wrapper of
+        # torch.compile(model): these hooks are neuraldbg's and skip that wrapper.
+        warnings.filterwarnings("ignore", message=_COMPILE_HOOK_WARNING, category=UserWarning)
+        self._warning_filter = warnings.filters[0]
+
+    def remove(self) -> None:
+        for h in self._handles:
+            h.remove()
+        self._handles = []
+        Optimizer.__init__ = self._orig_opt_init
+        if self._warning_filter in warnings.filters:
+            warnings.filters.remove(self._warning_filter)
+            getattr(warnings, "_filters_mutated", lambda: None)()   # drop cached verdicts

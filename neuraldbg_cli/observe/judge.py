@@ -1,0 +1,119 @@
+"""The step end: the step's numbers read at once, each watching detector's verdict, the
+debounced transitions written."""
+from __future__ import annotations
+
+import math
+
+from .detectors.base import Observation
+from .kinds import SIGMOID, TANH, UNIT_KINDS
+from .readout import Readout
+from .stats import collect, unpack
+
+# A NamedTuple's own __new__ is a Python function; tuple.__new__ builds the same record in C
+# (this runs for every layer at every step).
+_new = tuple.__new__
+
+
+class StepJudge:
+    """Hands each layer's numbers to the detectors that watch it, and writes what changed.
+    A detector that raises is switched off, with a warning; the others go on."""
+
+    def __init__(self, thresholds, registry, emit, fault, readout: Readout | None = None):
+        self.tail = thresholds.smooth.tail
+        self.min_grads = {SIGMOID: thresholds.sigmoid.min_grad, TANH: thresholds.tanh.min_grad}
+        self.registry = registry
+        self.emit = emit
+        self.fault = fault                  # callable(what, error)
+        self.readout = readout or Readout()
+
+    def end_step(self, step: int, recs: list, grads: list, inputs_checked: bool) -> None:
+        """Reduce and read step `step`'s numbers (the layers `recs`, the GradBatches
+        `grads`); judge them now, or once read (see readout)."""
+        if inputs_checked:
+            # A layer right after an activation module reads that module's output: its input
+            # check would only echo the activation's own verdict (compiled code cannot tell).
+            for prev, rec in zip(recs, recs[1:]):
+                if rec.acc.inputs is not None and prev.kind in UNIT_KINDS:
+                    rec.acc.inputs = None
+        # gradients to norm (raw) and norms already taken, each optimizer's in one of them
+        raw = [t for b in grads if not b.normed for t in b.tensors]
+        done = [t for b in grads if b.normed for t in b.tensors]
+        tensors, plan = collect([r.acc for r in recs], self.tail, self.min_grads, raw, done)
+        for rec in recs:
+            rec.acc.reset()
+        if tensors:
+            for values, job in self.readout.submit(tensors, (step, recs, grads, plan)):
+                self._judge(values, *job)
+
+    def drain(self) -> None:
+        """Judge the steps still being read (the end of the run)."""
+        for values, job in self.readout.drain():
+            self._judge(values, *job)
+
+    def _judge(self, values: list, step: int, recs: list, grads: list, plan) -> None:
+        numbers, raw, done = unpack(values, plan)
+        for rec, (norm, numel, inactive, input_dead, saturated, units) in zip(recs, numbers):
+            rms = norm / math.sqrt(numel) if math.isfinite(norm) else norm
+            x = _new(Observation, (rec.kind, rms, inactive, input_dead, saturated, units,
+                                   rec.is_output, None, None))
+            for detector, history, tracker in rec.on_output:
+                try:
+                    state, extra = detector.judge(x, history)
+                    detector.remember(x, history)
+                    if state != tracker.steady:     # else nothing to write, no evidence to build
+                        self._changed(rec, detector, tracker, x, state, extra, step)
+                except Exception as e:  # noqa: BLE001 - only this detector stops
+                    self._switch_off(detector, e)
+        for batch in grads:
+            values = done if batch.normed else raw
+            k = len(batch.tensors)
+            self._judge_gradients(batch.groups, values[:k], step)
+            del values[:k]
+
+    def _judge_gradients(self, groups: list, values: list, step: int) -> None:
+        """groups: [(layer record, positions of its parameters' norms in `values`: a slice,
+        or a tuple where they are not side by side)]."""
+        # a layer's norm from its parameters' norms: the square root of their sum of squares
+        norms = [math.hypot(*(values[at] if type(at) is slice else [values[i] for i in at]))
+                 for _, at in groups]
+        top = max(norms)            # the largest finite one: max passes over NaN unless first
+        if not math.isfinite(top):
+            top = max((n for n in norms if math.isfinite(n)), default=0.0)
+        for (rec, _), norm in zip(groups, norms):
+            x = _new(Observation, (rec.kind, None, None, None, None, None, False, norm, top))
+            for detector, history, tracker in rec.on_grad:
+                try:
+                    state, extra = detector.judge(x, history)
+                    detector.remember(x, history)
+                    if state != tracker.steady:
+                        self._changed(rec, detector, tracker, x, state, extra, step)
+                except Exception as e:  # noqa: BLE001 - only this detector stops
+                    self._switch_off(detector, e)
+
+    def _changed(self, rec, detector, tracker, x, state: str, extra: dict, step: int) -> None:
+        """A layer's state differs from its steady one: update its tracker."""
+        urgent = extra.pop("urgent", False) if extra else False
+        t = tracker.update(step, state, detector.evidence(x, extra), urgent)
+        if t is not None:
+            self.write(rec, detector.signal.name, t)
+
+    def _switch_off(self, detector, error: BaseException) -> None:
+        """No layer is handed to `detector` again, those registered later included."""
+        reg = self.registry
+        if detector in reg.detectors:
+            reg.detectors.remove(detector)
+        for rec in reg.layers():
+            rec.watching = [w for w in rec.watching if w.detector is not detector]
+            rec.on_output = [w for w in rec.on_output if w.detector is not detector]
+            rec.on_grad = [w for w in rec.on_grad if w.detector is not detector]
+        self.fault(f"{detector.signal.name} detector switched off", error)
+
+    def write(self, rec, signal: str, t) -> None:
+        self.emit({"event": "transition", "step": t.step, "layer": self.registry.name_of(rec),
+                   "module_type": rec.module_type, "kind": rec.kind, "signal": signal,
+                   "from": t.previous, "to": t.state, "stats": _rounded(t.stats)})
+
+
+def _rounded(stats: dict) -> dict:
+    return {k: (float(f"{v:.6g}") if isinstance(v, float) and math.isfinite(v) else v)
+            for k, v in stats.items()}

@@ -1,0 +1,39 @@
+"""Activation kinds: how a layer's output is judged, told from its module type."""
+from __future__ import annotations
+
+from torch import nn
+
+RELU = "relu"          # ReLU, ReLU6: dies (units output exactly zero)
+SMOOTH = "smooth"      # GELU, SiLU, Mish: stuck in the flat negative tail
+SIGMOID = "sigmoid"    # saturates near 0 and near 1
+TANH = "tanh"          # saturates near -1 and +1
+PARAM = "param"        # Linear / conv: their input is checked for dead units (F.relu upstream)
+OTHER = "other"        # everything else: non-finite values and sudden shifts only
+INPUT = "input"        # the outermost module's input
+
+UNIT_KINDS = (RELU, SMOOTH)         # per-unit maxima tell inactive units
+SQUASH_KINDS = (SIGMOID, TANH)      # per-unit mean derivative tells saturated units
+
+_KINDS = (
+    ((nn.ReLU, nn.ReLU6), RELU),
+    ((nn.GELU, nn.SiLU, nn.Mish), SMOOTH),
+    ((nn.Sigmoid,), SIGMOID),
+    ((nn.Tanh,), TANH),
+    ((nn.Linear, nn.modules.conv._ConvNd), PARAM),
+)
+# Modules whose 3-D tensors are (batch, channels, length) rather than (batch, time, features).
+CHANNEL_FIRST = (nn.modules.conv._ConvNd, nn.modules.batchnorm._BatchNorm,
+                 nn.modules.instancenorm._InstanceNorm, nn.modules.pooling._MaxPoolNd,
+                 nn.modules.pooling._AvgPoolNd)
+# Modules whose output keeps the zeros of their input: what follows them must look for
+# dead units itself.
+TRANSPARENT = (nn.modules.dropout._DropoutNd, nn.Identity, nn.Flatten, nn.Unflatten,
+               nn.modules.pooling._MaxPoolNd, nn.modules.pooling._AvgPoolNd,
+               nn.modules.pooling._AdaptiveMaxPoolNd, nn.modules.pooling._AdaptiveAvgPoolNd)
+
+
+def kind_of(module: nn.Module) -> str:
+    for types, kind in _KINDS:
+        if isinstance(module, types):
+            return kind
+    return OTHER

@@ -1,0 +1,60 @@
+"""What is kept about each module seen: bounded, whatever the length of the run."""
+from __future__ import annotations
+
+import weakref
+from typing import NamedTuple
+
+from .accumulator import SQUASH, UNITS, Accumulator
+from .detectors.base import (GRAD_NORM, INPUT_ACTIVITY, OUTPUT_REDUCTIONS, UNIT_ACTIVITY,
+                             UNIT_SATURATION)
+from .kinds import CHANNEL_FIRST, SQUASH_KINDS, TRANSPARENT, UNIT_KINDS
+from .tracker import SignalTracker
+
+
+class Skipped:
+    """Registry entry of a module that is not observed (a wrapper, a loss, a container)."""
+
+    __slots__ = ("ref",)
+    skip = True
+    leaf = False
+    reads = False           # nothing read from its outputs
+
+    def __init__(self, module):
+        self.ref = weakref.ref(module)
+
+
+class Watch(NamedTuple):
+    """One detector watching one layer: the layer's history for it and its tracker."""
+    detector: object
+    history: object
+    tracker: SignalTracker
+
+
+class LayerRec:
+    """One observed layer (or the pseudo-layer of the input): its numbers for the step, and
+    each watching detector's history and tracker."""
+
+    __slots__ = ("ref", "module_type", "kind", "leaf", "reads", "wants_input", "transparent",
+                 "fallback_name", "acc", "is_output", "skip", "watching", "on_output", "on_grad")
+
+    def __init__(self, module, kind: str, leaf: bool, watches: list, debounce: int):
+        """watches: [(detector, the reductions it needs of this module)], needs not empty."""
+        self.skip = False               # (the input's record can be switched off)
+        self.ref = weakref.ref(module) if module is not None else None
+        self.module_type = type(module).__name__ if module is not None else "input"
+        self.kind = kind
+        self.leaf = leaf
+        needs = frozenset().union(*(n for _, n in watches))
+        self.reads = bool(needs & OUTPUT_REDUCTIONS)
+        self.wants_input = INPUT_ACTIVITY in needs
+        # passes its input's zeros through (F.relu -> Dropout -> Linear): not a judge of them
+        self.transparent = isinstance(module, TRANSPARENT)
+        self.fallback_name = None
+        mode = (UNITS if UNIT_ACTIVITY in needs and kind in UNIT_KINDS else
+                SQUASH if UNIT_SATURATION in needs and kind in SQUASH_KINDS else None)
+        self.acc = Accumulator(kind, isinstance(module, CHANNEL_FIRST), mode)
+        self.is_output = False
+        # in the order of the registry; judged at the step end, or at the optimizer step
+        self.watching = [Watch(d, d.history(), SignalTracker(debounce)) for d, _ in watches]
+        self.on_output = [w for w, (_, n) in zip(self.watching, watches) if GRAD_NORM not in n]
+        self.on_grad = [w for w, (_, n) in zip(self.watching, watches) if GRAD_NORM in n]

@@ -1,0 +1,148 @@
+"""Which modules are layers, what each is called, and which detectors watch it."""
+from __future__ import annotations
+
+import gc
+import weakref
+
+from torch import nn
+from torch.nn.parameter import is_lazy
+
+from . import naming
+from .kinds import INPUT, OTHER, kind_of
+from .layers import LayerRec, Skipped
+
+_Loss = nn.modules.loss._Loss
+
+
+class Registry:
+    """id(module) -> its record, its name, its outermost module; id(parameter) -> its layer.
+
+    The dicts are shared with the hooks, which read them at every module call: they are
+    changed in place, never replaced."""
+
+    def __init__(self, detectors: list, debounce: int, clock, emit, fault, model=None):
+        self.detectors = detectors
+        self.debounce = debounce
+        self.clock = clock                  # (the step a model event is dated to)
+        self.emit = emit
+        self.fault = fault
+        self.recs: dict = {}                # id(module) -> LayerRec | Skipped
+        self.names: dict = {}               # id(module) -> (weakref, layer name)
+        self.roots: dict = {}               # id(outermost module) -> weakref
+        self.owners: dict = {}              # id(parameter) -> LayerRec
+        self.model = model
+        self.allowed = None if model is None else {id(m) for m in model.modules()}
+        self.input = LayerRec(None, INPUT, True, self._watches(None, INPUT, True), debounce)
+        self.input.fallback_name = naming.INPUT
+        self.input.skip = not self.input.reads
+        self.unnamed_seen = False           # a layer seen outside any known outermost call
+        self._unnamed = 0
+        self._scanned = False
+
+    def _watches(self, module, kind: str, leaf: bool) -> list:
+        return [(d, n) for d in self.detectors if (n := d.needs(module, kind, leaf))]
+
+    def register(self, module):
+        """The record of a module seen for the first time (a LayerRec, or Skipped)."""
+        if naming.is_wrapper(module) or isinstance(module, _Loss) or (
+                self.allowed is not None and id(module) not in self.allowed):
+            return self.skip(module)
+        leaf = next(module.children(), None) is None
+        has_params = any(p.requires_grad for p in module.parameters(recurse=False))
+        if not leaf and not has_params:
+            return self.skip(module)
+        if not has_params and self.names and self.name(module) is None:
+            # Not part of any model called so far: a module made anew in each forward
+            # (nn.ReLU()(x)); tracking each copy would grow without bound. The next layer's
+            # input check still sees what it did.
+            return self.skip(module)
+        kind = kind_of(module) if leaf else OTHER
+        watches = self._watches(module, kind, leaf)
+        if not watches:
+            return self.skip(module)
+        rec = LayerRec(module, kind, leaf, watches, self.debounce)
+        self.recs[id(module)] = rec
+        if self.name(module) is None:
+            self.unnamed_seen = True
+        if rec.on_grad:
+            for p in module.parameters(recurse=False):
+                owner = self.owners.get(id(p))      # (its id may be that of a parameter gone)
+                if owner is None or owner.ref() is None:
+                    self.owners[id(p)] = rec
+        return rec
+
+    def skip(self, module):
+        entry = self.recs[id(module)] = Skipped(module)
+        return entry
+
+    def layers(self) -> list:
+        """The input's record and every layer's, each once."""
+        recs = [r for r in self.recs.values() if not r.skip]
+        return [self.input, *dict.fromkeys(recs)]
+
+    def purge(self) -> None:
+        """Forget modules that were garbage-collected (e.g. created anew in each forward)."""
+        for table, gone in ((self.recs, lambda r: r.ref() is None),
+                            (self.roots, lambda r: r() is None),
+                            (self.names, lambda e: e[0]() is None),
+                            (self.owners, lambda r: r.ref() is None)):
+            for key in [k for k, v in table.items() if gone(v)]:
+                del table[key]
+
+    def scan_compiled_once(self) -> None:
+        """A model compiled in place (model.compile()) runs even its own hooks inside the
+        compiled code, where no outermost call can be seen: find such models once, by a
+        scan of the live objects, to name their layers."""
+        if self._scanned or not self.unnamed_seen:
+            return
+        self._scanned = True
+        compiled = [o for o in gc.get_objects() if issubclass(type(o), nn.Module)
+                    and getattr(o, "_compiled_call_impl", None) is not None]
+        inner = {id(m) for c in compiled for m in c.modules() if m is not c}
+        for root in compiled:
+            if id(root) not in inner:
+                self.add_root_safely(root)
+
+    def add_root_safely(self, root) -> None:
+        try:
+            self._add_root(root)
+        except Exception as e:  # noqa: BLE001 - a monitor fault must not end the run
+            self.fault(f"layer names of {type(root).__name__} unavailable", e)
+
+    def _add_root(self, root):
+        self.roots[id(root)] = weakref.ref(root)
+        names = naming.qualified_names(root)
+        inner = [i for i in names
+                 if i != id(root) and i in self.roots and self.roots[i]() is not None]
+        if self.name(root) is not None and not inner:
+            return          # a submodule of a module already called: keeps its name there
+        taken = {n for i, (_, n) in self.names.items() if i not in names}
+        names = naming.prefixed(names, root, taken)
+        self.names.update({id(m): (weakref.ref(m), names[id(m)]) for m in root.modules()})
+        layers = []
+        for module in root.modules():
+            rec = self.recs.get(id(module))
+            if rec is None or rec.ref() is not module:
+                rec = self.register(module)
+            if not rec.skip:
+                layers.append({"name": names[id(module)], "type": type(module).__name__,
+                               "kind": rec.kind if rec.leaf else "container",
+                               "params": sum(0 if is_lazy(p) else p.numel()
+                                             for p in module.parameters(recurse=False))})
+        self.emit({"event": "model", "step": self.clock.step,
+                   "root": type(naming.unwrap(root)).__name__, "layers": layers})
+
+    def name(self, module) -> str | None:
+        """The layer name of `module`, if it has one (ids of modules gone are reused)."""
+        entry = self.names.get(id(module))
+        return entry[1] if entry is not None and entry[0]() is module else None
+
+    def name_of(self, rec: LayerRec) -> str:
+        module = rec.ref() if rec.ref is not None else None
+        name = self.name(module) if module is not None else None
+        if name is not None:
+            return name
+        if rec.fallback_name is None:
+            self._unnamed += 1
+            rec.fallback_name = f"{rec.module_type}#{self._unnamed}"
+        return rec.fallback_name
