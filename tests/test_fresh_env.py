@@ -5,7 +5,6 @@ imports torch only when the script does, so its output stays python's in such an
 environment, whether the script imports torch or not."""
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -14,6 +13,7 @@ import textwrap
 import pytest
 import yaml
 
+from conftest import trace_events
 from neuraldbg_cli.cli import main
 from neuraldbg_cli.thresholds import Thresholds, from_mapping
 
@@ -73,8 +73,7 @@ def test_output_is_pythons_without_numpy(no_numpy, script):
     assert _own_lines_removed(nd.stderr) == py.stderr
     # the environment is really without numpy: torch warns there, and only there
     assert (NUMPY_MISSING in py.stderr) == (script == "imports_torch.py")
-    events = [json.loads(line) for line in (folder / "t.jsonl").read_text().splitlines()]
-    assert events[0]["event"] == "run_start" and events[-1]["event"] == "run_end"
+    events = trace_events(folder / "t.jsonl")
     if script == "no_torch.py":
         assert "torch loaded: False" in nd.stdout
         assert events[-1]["steps"] == 0

@@ -4,7 +4,6 @@ complete line."""
 from __future__ import annotations
 
 import errno
-import importlib
 import io
 import json
 import os
@@ -15,54 +14,29 @@ from pathlib import Path
 import pytest
 import torch
 from torch import nn
-from torch.nn.modules import module as nn_module
 
 import neuraldbg_cli.observe.accumulator as accumulator_mod
 import neuraldbg_cli.observe.judge as judge_mod
 import neuraldbg_cli.trace as trace_mod
+from conftest import SCRIPTS, assert_hooks_clean, trace_events, train
 from neuraldbg_cli import NeuralDbg
-
-SCRIPTS = Path(__file__).parent / "scripts"
-_OPT = importlib.import_module("torch.optim.optimizer")
-_ORIG_OPT_INIT = torch.optim.Optimizer.__init__
-
-
-def assert_clean():
-    assert not nn_module._global_forward_hooks
-    assert not nn_module._global_forward_pre_hooks
-    assert not _OPT._global_optimizer_post_hooks
-    assert torch.optim.Optimizer.__init__ is _ORIG_OPT_INIT
 
 
 @pytest.fixture(autouse=True)
-def _clean():
+def _seeded(hooks_clean):
+    """Each test starts seeded, and leaves nothing installed in torch (conftest's check)."""
     torch.manual_seed(0)
-    yield
-    for d in (nn_module._global_forward_hooks, nn_module._global_forward_pre_hooks,
-              nn_module._global_forward_hooks_always_called, _OPT._global_optimizer_post_hooks):
-        d.clear()
-    torch.optim.Optimizer.__init__ = _ORIG_OPT_INIT
 
 
 def events_of(path) -> list:
-    text = Path(path).read_text()
-    assert text == "" or text.endswith("\n"), repr(text[-80:])
-    return [json.loads(line) for line in text.splitlines()]
+    """The trace as far as it was written: a full disk may cut it anywhere, even before
+    run_start, so an empty file is allowed; what is there must be complete lines."""
+    return trace_events(path, complete=False) if Path(path).read_text() else []
 
 
 def model_and_data():
     model = nn.Sequential(nn.Linear(8, 16), nn.Tanh(), nn.Linear(16, 16), nn.ReLU(), nn.Linear(16, 1))
     return model, torch.randn(32, 8), torch.randn(32, 1)
-
-
-def train(model, x, y, steps=6):
-    opt = torch.optim.SGD(model.parameters(), lr=0.01)
-    for _ in range(steps):
-        loss = ((model(x) - y) ** 2).mean()
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-    return loss
 
 
 def neuraldbg_lines(err: str) -> list:
@@ -84,8 +58,8 @@ def test_fault_in_one_layer_type_switches_off_that_layer_only(tmp_path, capsys, 
     model, x, y = model_and_data()
     trace = tmp_path / "t.jsonl"
     with NeuralDbg(model, trace=str(trace)) as dbg:
-        loss = train(model, x, y)
-    assert_clean()
+        loss = train(model, x, y, steps=6)
+    assert_hooks_clean()
     assert torch.isfinite(loss)
     assert dbg.steps == 6
     assert calls["tanh"] == 1                      # switched off after the first fault
@@ -122,7 +96,7 @@ def test_fault_in_add_input_switches_off_that_layer_only(tmp_path, capsys, monke
     x, y = torch.randn(32, 8), torch.randn(32, 1)
     trace = tmp_path / "t.jsonl"
     with NeuralDbg(model, trace=str(trace)) as dbg:
-        train(model, x, y)
+        train(model, x, y, steps=6)
     assert dbg.steps == 6
     err = neuraldbg_lines(capsys.readouterr().err)
     assert len(err) == 1 and "b" in err[0] and "input fault" in err[0], err
@@ -146,9 +120,9 @@ def test_fault_in_step_reduction_does_not_end_training(tmp_path, capsys, monkeyp
     trace = tmp_path / "t.jsonl"
     try:
         with NeuralDbg(model, trace=str(trace)) as dbg:
-            train(model, x, y)
+            train(model, x, y, steps=6)
     finally:
-        assert_clean()
+        assert_hooks_clean()
     assert dbg.steps == 6
     err = neuraldbg_lines(capsys.readouterr().err)
     assert len(err) == 1 and "reduction fault" in err[0], err
@@ -170,7 +144,7 @@ def test_fault_in_input_norm_warns_once(tmp_path, capsys, monkeypatch):
     model, x, y = model_and_data()
     trace = tmp_path / "t.jsonl"
     with NeuralDbg(model, trace=str(trace)) as dbg:
-        train(model, x, y)
+        train(model, x, y, steps=6)
     assert dbg.steps == 6
     err = neuraldbg_lines(capsys.readouterr().err)
     assert len(err) == 1, err
@@ -243,15 +217,9 @@ def _check_cut_trace(path, capsys, dbg, steps):
     assert dbg.steps == steps
     err = neuraldbg_lines(capsys.readouterr().err)
     assert len(err) == 1 and "could not be written" in err[0], err
-    data = Path(path).read_bytes()
-    assert data.endswith(b"\n"), data[-120:]
-    assert b"\x00" not in data
-    lines = data.decode().splitlines()
-    assert len(lines) >= 1
-    for line in lines:
-        json.loads(line)
-    assert json.loads(lines[0])["event"] == "run_start"
-    return lines
+    assert b"\x00" not in Path(path).read_bytes()
+    trace_events(path, complete=False)      # whole lines of JSON events, run_start first
+    return Path(path).read_text().splitlines()
 
 
 @pytest.mark.parametrize("lines,extra", [(1, 0), (1, 40), (3, 25), (6, 10)])
@@ -261,8 +229,8 @@ def test_disk_full_trace_ends_at_last_complete_line(tmp_path, capsys, monkeypatc
     # `lines` lines fit, then `extra` more bytes: the next write is cut mid-line.
     monkeypatch.setattr(trace_mod, "open", _full_open(lines, extra), raising=False)
     with NeuralDbg(model, trace=str(trace)) as dbg:
-        loss = train(model, x, y)
-    assert_clean()
+        loss = train(model, x, y, steps=6)
+    assert_hooks_clean()
     assert torch.isfinite(loss)
     written = _check_cut_trace(trace, capsys, dbg, 6)
     assert len(written) == lines
@@ -283,6 +251,7 @@ def test_write_error_then_space_again_trace_ends_at_last_complete_line(tmp_path,
     assert [json.loads(line)["i"] for line in data.decode().splitlines()] == [0, 1]
 
 
+@pytest.mark.e2e
 @pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full")
 def test_dev_full_trace_cli(tmp_path):
     r = subprocess.run([sys.executable, "-m", "neuraldbg_cli", "run", "--trace", "/dev/full",

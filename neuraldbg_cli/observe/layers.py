@@ -5,8 +5,7 @@ import weakref
 from typing import NamedTuple
 
 from .accumulator import SQUASH, UNITS, Accumulator
-from .detectors.base import (GRAD_NORM, INPUT_ACTIVITY, OUTPUT_REDUCTIONS, UNIT_ACTIVITY,
-                             UNIT_SATURATION)
+from .detectors.base import GRAD_NORM, INPUT_ACTIVITY, OUTPUT_REDUCTIONS, UNIT_ACTIVITY, UNIT_SATURATION
 from .kinds import CHANNEL_FIRST, SQUASH_KINDS, TRANSPARENT, UNIT_KINDS
 from .tracker import SignalTracker
 

@@ -10,12 +10,12 @@ import sys
 
 from torch import nn
 
+from ..thresholds import Thresholds
 from . import detectors as detector_registry
 from .clock import StepClock
 from .hooks import Hooks
 from .judge import StepJudge
 from .registry import Registry
-from ..thresholds import Thresholds
 
 
 class Monitor:

@@ -8,8 +8,7 @@ from ...thresholds import Thresholds
 from ..kinds import PARAM, RELU, SMOOTH, SQUASH_KINDS, UNIT_KINDS
 from ..rolling import RollingMedian
 from . import register
-from .base import (INPUT_ACTIVITY, NOTHING, OUTPUT_NORM, UNIT_ACTIVITY, UNIT_SATURATION,
-                   Detector, Observation)
+from .base import INPUT_ACTIVITY, NOTHING, OUTPUT_NORM, UNIT_ACTIVITY, UNIT_SATURATION, Detector, Observation
 
 _TINY = 1e-30
 _SQUASHING = (SMOOTH, *SQUASH_KINDS)      # each kind is also its Thresholds attribute name
