@@ -20,6 +20,10 @@ from .inert import inert
 
 SCHEMA = 1
 
+# Pseudo-layers of the trace: the outermost module's input, the outermost module itself.
+INPUT_LAYER = "(input)"
+ROOT_LAYER = "(root)"
+
 
 def _clean(value):
     """JSON has no NaN/Infinity: write them as strings so every line stays strict JSON."""

@@ -3,7 +3,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .runs import INPUT_LAYER, is_number
+from ..trace import INPUT_LAYER
+from .runs import is_number
 
 
 @dataclass

@@ -3,7 +3,8 @@ from __future__ import annotations
 
 import math
 
-from .runs import ACT, GRAD, INPUT_LAYER
+from ..trace import INPUT_LAYER
+from .runs import ACT, GRAD
 
 WINDOW = 5            # steps: onsets of one story differ by the debounce and a few updates
 HORIZON = 4 * WINDOW  # no rule links a failure to one that ended longer ago than this

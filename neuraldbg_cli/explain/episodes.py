@@ -4,7 +4,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from .. import states
-from .runs import ACT, INPUT_LAYER, Run
+from ..trace import INPUT_LAYER
+from .runs import ACT, Run
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -2,9 +2,10 @@
 from __future__ import annotations
 
 from .. import states
+from ..trace import INPUT_LAYER
 from .echoes import WINDOW
 from .episodes import Episode
-from .runs import ACT, INPUT_LAYER, Run, is_int
+from .runs import ACT, Run, is_int
 
 # The batch is not a layer: it holds values rather than outputs them, so a few states read
 # differently for it; the rest use the registry's verb, less the layer's "output".

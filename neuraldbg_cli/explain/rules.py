@@ -4,8 +4,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .. import states
+from ..trace import INPUT_LAYER
 from .echoes import WINDOW
-from .runs import INPUT_LAYER
 
 LR_WINDOW = 20      # steps: how long after a learning-rate increase a failure is blamed on it
 UNSCALED_RMS = 20.0   # input rms from which data looks unstandardised (images in 0..255: ~100)

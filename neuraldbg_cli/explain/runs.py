@@ -10,8 +10,7 @@ from ..trace import Trace
 
 ACT = states.ACTIVATION.name
 GRAD = states.GRADIENT.name
-INPUT_LAYER = "(input)"     # the layer name of the outermost module's input (a pseudo-layer)
-INPUT_TYPE = "input"        # the module_type the trace gives that pseudo-layer
+INPUT_TYPE = "input"        # the module_type the trace gives the pseudo-layer INPUT_LAYER
 
 
 KEPT_EPISODES = 8   # per layer and signal; later ones fold into the last (a flapping layer)

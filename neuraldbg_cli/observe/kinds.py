@@ -9,7 +9,7 @@ SIGMOID = "sigmoid"    # saturates near 0 and near 1
 TANH = "tanh"          # saturates near -1 and +1
 PARAM = "param"        # Linear / conv: their input is checked for dead units (F.relu upstream)
 OTHER = "other"        # everything else: non-finite values and sudden shifts only
-INPUT = "input"        # the outermost module's input
+INPUT_KIND = "input"   # the outermost module's input (the pseudo-layer trace.INPUT_LAYER)
 
 UNIT_KINDS = (RELU, SMOOTH)         # per-unit maxima tell inactive units
 SQUASH_KINDS = (SIGMOID, TANH)      # per-unit mean derivative tells saturated units

@@ -54,6 +54,7 @@ class LayerRec:
         self.acc = Accumulator(kind, isinstance(module, CHANNEL_FIRST), mode)
         self.is_output = False
         # in the order of the registry; judged at the step end, or at the optimizer step
-        self.watching = [Watch(d, d.history(), SignalTracker(debounce)) for d, _ in watches]
+        self.watching = [Watch(d, d.history(), SignalTracker(debounce, d.signal.ok))
+                         for d, _ in watches]
         self.on_output = [w for w, (_, n) in zip(self.watching, watches) if GRAD_NORM not in n]
         self.on_grad = [w for w, (_, n) in zip(self.watching, watches) if GRAD_NORM in n]

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from torch import nn
 
+from ..trace import ROOT_LAYER
+
 _ALWAYS_STRIPPED = {"_orig_mod", "_fsdp_wrapped_module", "_checkpoint_wrapped_module"}
-ROOT = "(root)"
-INPUT = "(input)"
 
 
 def is_wrapper(module: nn.Module) -> bool:
@@ -31,7 +31,7 @@ def clean(name: str, strip_module: bool) -> str:
     parts = [p for p in name.split(".") if p and p not in _ALWAYS_STRIPPED]
     if strip_module and parts and parts[0] == "module":
         parts = parts[1:]
-    return ".".join(parts) or ROOT
+    return ".".join(parts) or ROOT_LAYER
 
 
 def qualified_names(root: nn.Module) -> dict:
@@ -52,4 +52,4 @@ def prefixed(names: dict, root: nn.Module, taken: set) -> dict:
     base, n = prefix, 2
     while prefix in taken:
         prefix, n = f"{base}#{n}", n + 1
-    return {i: prefix if n_ == ROOT else f"{prefix}.{n_}" for i, n_ in names.items()}
+    return {i: prefix if n_ == ROOT_LAYER else f"{prefix}.{n_}" for i, n_ in names.items()}

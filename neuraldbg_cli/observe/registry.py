@@ -7,8 +7,9 @@ import weakref
 from torch import nn
 from torch.nn.parameter import is_lazy
 
+from ..trace import INPUT_LAYER
 from . import naming
-from .kinds import INPUT, OTHER, kind_of
+from .kinds import INPUT_KIND, OTHER, kind_of
 from .layers import LayerRec, Skipped
 
 _Loss = nn.modules.loss._Loss
@@ -32,8 +33,8 @@ class Registry:
         self.owners: dict = {}              # id(parameter) -> LayerRec
         self.model = model
         self.allowed = None if model is None else {id(m) for m in model.modules()}
-        self.input = LayerRec(None, INPUT, True, self._watches(None, INPUT, True), debounce)
-        self.input.fallback_name = naming.INPUT
+        self.input = LayerRec(None, INPUT_KIND, True, self._watches(None, INPUT_KIND, True), debounce)
+        self.input.fallback_name = INPUT_LAYER
         self.input.skip = not self.input.reads
         self.unnamed_seen = False           # a layer seen outside any known outermost call
         self._unnamed = 0

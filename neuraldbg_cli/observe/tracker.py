@@ -3,8 +3,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-HEALTHY = ("normal", "healthy")
-
 
 @dataclass
 class Transition:
@@ -23,10 +21,11 @@ class SignalTracker:
     keeps its confirmed state, so the trace cannot be flooded. `urgent` confirms at once
     too (a gradient beyond the absolute ceiling: one such update can wreck a model)."""
 
-    __slots__ = ("debounce", "state", "steady", "_candidate", "_since", "_count", "_stats")
+    __slots__ = ("debounce", "ok", "state", "steady", "_candidate", "_since", "_count", "_stats")
 
-    def __init__(self, debounce: int):
+    def __init__(self, debounce: int, ok: str = "normal"):
         self.debounce = debounce
+        self.ok = ok                # the signal's good-health state
         self.state: str | None = None
         # the confirmed state while nothing is pending, else None: a step in that state
         # changes nothing (the caller need not assemble evidence, at every step of every layer)
@@ -45,7 +44,7 @@ class SignalTracker:
         if state != self._candidate:
             self._candidate, self._since, self._count, self._stats = state, step, 0, stats
         self._count += 1
-        immediate = urgent or state == "nonfinite" or (self.state is None and state in HEALTHY)
+        immediate = urgent or state == "nonfinite" or (self.state is None and state == self.ok)
         if immediate or self._count >= self.debounce:
             return self._confirm()
         return None
@@ -53,7 +52,7 @@ class SignalTracker:
     def flush(self) -> Transition | None:
         """At the end of a run that did not complete (a crash, an interrupt): a pending
         unhealthy state is reported, marked unconfirmed, as the last thing seen."""
-        if self._candidate is None or self._candidate in HEALTHY and self.state is not None:
+        if self._candidate is None or self._candidate == self.ok and self.state is not None:
             return None
         t = self._confirm()
         t.stats = {**t.stats, "unconfirmed": True}
