@@ -50,7 +50,9 @@ class ActivationDetector(Detector):
         measured, inactive: share of units inactive for the whole step (ReLU: zero; smooth
         kinds: in the flat tail), also the layer's sparsity; saturated: share of sigmoid/tanh
         units saturated; input_dead: share of input units zero for the whole step."""
-        rms, inactive, kind, th = x.rms, x.inactive, x.kind, self.th
+        # one unpacking, not a property lookup per field: this runs per layer and step
+        kind, rms, inactive, input_dead, saturated, _, is_output, _, _ = x
+        th = self.th
         if not math.isfinite(rms):
             return "nonfinite", {}
         if inactive is not None:
@@ -58,12 +60,10 @@ class ActivationDetector(Detector):
                 return "dead", {}
             if kind == SMOOTH and inactive >= th.smooth.saturated_ratio:
                 return "saturated", {}
-        input_dead = x.input_dead
         if input_dead is not None and input_dead >= th.input.dead_ratio:
             return "dead", {"observed": "input"}
         # a saturating output sigmoid is a confident prediction: not judged as saturated
-        saturated = x.saturated
-        if saturated is not None and not x.is_output and kind in _SQUASHING \
+        if saturated is not None and not is_output and kind in _SQUASHING \
                 and saturated >= getattr(th, kind).saturated_ratio:
             return "saturated", {}
         # ANOMALOUS: a sudden shift of magnitude or sparsity against the layer's own recent
@@ -84,11 +84,11 @@ class ActivationDetector(Detector):
         return "normal", {}
 
     def remember(self, x: Observation, history: ActivationHistory) -> None:
-        rms = x.rms
+        _, rms, inactive, *_ = x
         if math.isfinite(rms):      # add_activation, inlined: this runs per layer and step
             history.log_rms.append(math.log(rms + _TINY))
-            if x.inactive is not None:
-                history.sparsity.append(x.inactive)
+            if inactive is not None:
+                history.sparsity.append(inactive)
 
     def evidence(self, x: Observation, extra: dict) -> dict:
         stats = {"rms": x.rms}
