@@ -42,8 +42,9 @@ def train(model, steps, scale_at=None):
 def test_a_detector_in_one_file_writes_transitions(toy, tmp_path):
     torch.manual_seed(0)
     model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 1))
-    with NeuralDbg(model, trace=str(tmp_path / "t.jsonl")) as dbg:
+    with NeuralDbg(model, trace=str(tmp_path / "t.jsonl"), fail_on="loud") as dbg:
         train(model, 8, scale_at=4)
+    assert dbg.failed                   # the new state gates like any other
     toy_events = [(t["layer"], t["step"], t["from"], t["to"]) for t in dbg.transitions
                   if t["signal"] == "toy"]
     # loud from the step the first layer's weights grew, and the layer after it with it
