@@ -262,3 +262,21 @@ def test_dev_full_trace_cli(tmp_path):
     warn = [line for line in r.stderr.splitlines() if "could not be written" in line]
     assert len(warn) == 1, r.stderr
     assert "Traceback" not in r.stderr
+
+
+def test_fault_when_installing_switches_monitoring_off_not_the_run(tmp_path, capsys, monkeypatch):
+    import neuraldbg_cli.observe.monitor as monitor_mod
+
+    def faulty(self, existing_optimizers=False):
+        raise RuntimeError("boom")
+    monkeypatch.setattr(monitor_mod.Monitor, "install", faulty)
+    model, x, y = model_and_data()
+    trace = tmp_path / "t.jsonl"
+    with NeuralDbg(model, trace=str(trace)) as dbg:
+        loss = train(model, x, y, steps=6)
+    assert torch.isfinite(loss) and dbg.steps == 0
+    assert_hooks_clean()
+    events = trace_events(trace)
+    warning = [e for e in events if e["event"] == "warning"]
+    assert len(warning) == 1 and "monitoring switched off: RuntimeError: boom" in warning[0]["message"]
+    assert "boom" in capsys.readouterr().err

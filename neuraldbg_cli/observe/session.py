@@ -88,8 +88,15 @@ class Session:
                                    every=self._every)
             self.monitor.install(existing_optimizers)
         except Exception as e:  # noqa: BLE001 - the script's own import must not fail for it
+            if self.monitor is not None:
+                try:
+                    self.monitor.remove()       # whatever part of it was installed
+                except Exception:  # noqa: BLE001
+                    pass
             self.monitor = None
-            self.warn(f"monitoring switched off: {type(e).__name__}: {e}")
+            msg = f"monitoring switched off: {type(e).__name__}: {e}"
+            self.warn(msg)
+            self._emit({"event": "warning", "step": 0, "layer": None, "message": msg})
 
     @property
     def steps(self) -> int:
