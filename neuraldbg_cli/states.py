@@ -90,7 +90,44 @@ GRADIENT = Signal("gradient", "healthy", (
     State("nonfinite", True, 1.0, "N", "bold magenta", "turned NaN/inf", _NONFINITE_FIX),
 ), short="grad")
 
-SIGNALS: dict = {s.name: s for s in (ACTIVATION, GRADIENT)}
+# Schema 2: learning dynamics and the training loop.
+UPDATE = Signal("update", "normal", (
+    _ok("normal"),
+    State("too_large", True, 0.9, "L", "bold red", "took updates too large for its weights",
+          "Lower the learning rate (updates near 1e-3 of the weights are the usual rule) or "
+          "warm it up; clip gradients."),
+    State("frozen", True, 0.8, "F", "bold cyan", "never changed although it gets gradients",
+          "Put the layer's parameters in the optimizer (build it after the model is final) "
+          "and check their learning rate; set requires_grad=False if it is meant to stay fixed."),
+    State("detached", True, 0.85, "X", "bold cyan", "got no gradient although the layers after "
+          "it did", "Find the detach(), .data, .item() or torch.no_grad() between this layer and "
+          "the loss, and remove it; set requires_grad=False if the layer is meant to stay fixed."),
+), short="upd")
+
+LOSS = Signal("loss", "normal", (
+    _ok("normal"),
+    State("spiking", True, 0.75, "P", "bold yellow", "spiked",
+          "Lower the learning rate or clip gradients; look at the batches of the spike."),
+    State("diverging", True, 0.9, "G", "bold red", "diverged",
+          "Lower the learning rate (or warm it up), and clip gradients."),
+    State("stalled", True, 0.8, "T", "yellow", "stalled near its starting level",
+          "Check that every trainable layer is in the optimizer with a learning rate above 0, "
+          "and that the loss, the targets and the output layer match; then raise the learning "
+          "rate."),
+    State("nonfinite", True, 1.0, "N", "bold magenta", "turned NaN/inf", _NONFINITE_FIX),
+))
+
+LOOP = Signal("loop", "normal", (
+    _ok("normal"),
+    State("no_zero_grad", True, 0.95, "Z", "bold red", "never reset the gradients",
+          "Call optimizer.zero_grad() once per optimizer step (before backward, or after "
+          "optimizer.step()); with gradient accumulation, once per accumulation cycle."),
+    State("eval_mode", True, 0.85, "M", "bold yellow", "trained in eval() mode",
+          "Call model.train() after evaluation (Dropout and BatchNorm behave differently in "
+          "eval mode)."),
+))
+
+SIGNALS: dict = {s.name: s for s in (ACTIVATION, GRADIENT, UPDATE, LOSS, LOOP)}
 
 
 def register(signal: Signal) -> Signal:

@@ -65,6 +65,41 @@ class GradientThresholds:
 
 
 @dataclass(frozen=True)
+class UpdateThresholds:
+    """Per layer: the relative update ||dW|| / ||W|| of its parameters at each optimizer step,
+    estimated from a fixed sample of each parameter's elements."""
+    too_large: float = 0.3
+    warmup: int = 10
+    frozen_steps: int = 3
+    sample: int = 256
+
+
+@dataclass(frozen=True)
+class LossThresholds:
+    """The loss passed to backward() (summed over a step's micro-batches), against its
+    starting level (the median of its first `start_steps` steps) and its recent median."""
+    start_steps: int = 5
+    window: int = 20
+    spike_factor: float = 3.0
+    diverging_factor: float = 1.5
+    stall_after: int = 100
+    stall_fraction: float = 0.95
+
+
+@dataclass(frozen=True)
+class LoopThresholds:
+    """Mistakes of the training loop itself."""
+    no_zero_grad_steps: int = 3
+
+
+@dataclass(frozen=True)
+class InitThresholds:
+    """Weights at first sight against the fan-in rule for the activation after them (He for
+    ReLU, Xavier/LeCun otherwise): off by more than this factor either way is named."""
+    scale_factor: float = 4.0
+
+
+@dataclass(frozen=True)
 class Thresholds:
     relu: ReluThresholds = field(default_factory=ReluThresholds)
     smooth: SmoothThresholds = field(default_factory=SmoothThresholds)
@@ -73,6 +108,10 @@ class Thresholds:
     input: InputThresholds = field(default_factory=InputThresholds)
     anomaly: AnomalyThresholds = field(default_factory=AnomalyThresholds)
     gradient: GradientThresholds = field(default_factory=GradientThresholds)
+    update: UpdateThresholds = field(default_factory=UpdateThresholds)
+    loss: LossThresholds = field(default_factory=LossThresholds)
+    loop: LoopThresholds = field(default_factory=LoopThresholds)
+    init: InitThresholds = field(default_factory=InitThresholds)
     debounce_steps: int = 2
     fail_on: tuple[str, ...] = ()
 
@@ -83,8 +122,10 @@ class Thresholds:
 
 
 # Valid ranges, by dotted key; a key absent here accepts any positive number.
-_RATIOS = {"dead_ratio", "saturated_ratio", "min_grad", "sparsity_jump", "vanishing_ratio"}
-_AT_LEAST_ONE = {"magnitude_factor", "exploding_factor"}
+_RATIOS = {"dead_ratio", "saturated_ratio", "min_grad", "sparsity_jump", "vanishing_ratio",
+           "stall_fraction"}
+_AT_LEAST_ONE = {"magnitude_factor", "exploding_factor", "spike_factor", "diverging_factor",
+                 "scale_factor"}
 
 
 def parse_states(text: str, *, what: str = "--fail-on") -> tuple[str, ...]:
@@ -149,6 +190,8 @@ def _merge(cls, default, data, prefix: str):
     merged = dataclasses.replace(default, **changes)
     if isinstance(merged, AnomalyThresholds) and merged.warmup > merged.window:
         raise InputError(f"{prefix}.warmup: must not exceed {prefix}.window")
+    if isinstance(merged, LossThresholds) and merged.start_steps > merged.stall_after:
+        raise InputError(f"{prefix}.start_steps: must not exceed {prefix}.stall_after")
     return merged
 
 

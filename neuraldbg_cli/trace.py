@@ -18,11 +18,16 @@ from . import trace_shapes as shapes
 from .errors import InputError
 from .inert import inert
 
-SCHEMA = 1
+# 2: learning dynamics and loop mistakes (signals update, loss, loop; weight scale in model
+# events). Schema-1 traces are still read.
+SCHEMA = 2
 
-# Pseudo-layers of the trace: the outermost module's input, the outermost module itself.
+# Pseudo-layers of the trace: the outermost module's input, the outermost module itself, the
+# loss passed to backward(), the training loop.
 INPUT_LAYER = "(input)"
 ROOT_LAYER = "(root)"
+LOSS_LAYER = "(loss)"
+LOOP_LAYER = "(loop)"
 
 
 def _clean(value):

@@ -13,6 +13,7 @@ import torch
 from torch.nn.modules import module as nn_module
 from torch.optim import optimizer as optim_module
 
+from neuraldbg_cli import states
 from neuraldbg_cli.trace import SCHEMA
 
 REPO = Path(__file__).resolve().parent.parent
@@ -20,8 +21,9 @@ SAMPLES = REPO / "sample_scripts"
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 SCRIPTS = Path(__file__).resolve().parent / "scripts"
 
-# What a healthy run must never enter: the failures, and the warning sign `anomalous` too.
-FAILURE_STATES = ("dead", "saturated", "anomalous", "nonfinite", "vanishing", "exploding")
+# What a healthy run must never enter: the failures, and the warning sign `anomalous` too
+# (every state of every signal but good health).
+FAILURE_STATES = states.problem_names()
 
 
 # ---- the trace ----------------------------------------------------------------------------------

@@ -46,7 +46,8 @@ def test_a_bare_module_is_the_root(tmp_path):
     evs = [e for e in trace_events(tmp_path / "t.jsonl") if e["event"] == "transition"]
     assert {(e["layer"], e["signal"], e["from"], e["to"]) for e in evs} == {
         ("(root)", "activation", None, "normal"), ("(root)", "gradient", None, "healthy"),
-        ("(input)", "activation", None, "normal")}
+        ("(root)", "update", None, "normal"), ("(input)", "activation", None, "normal"),
+        ("(loss)", "loss", None, "normal"), ("(loop)", "loop", None, "normal")}
     assert all(e["step"] == 0 for e in evs)
 
 

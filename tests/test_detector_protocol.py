@@ -13,6 +13,8 @@ from neuraldbg_cli.observe.detectors.activation import ActivationDetector
 from neuraldbg_cli.observe.detectors.gradient import GradientDetector
 from neuraldbg_cli.thresholds import Thresholds
 
+BUILT_IN = {"activation", "gradient", "update", "loss", "loop"}   # the signals of a plain run
+
 
 @pytest.fixture
 def toy():
@@ -54,14 +56,14 @@ def test_a_detector_in_one_file_writes_transitions(toy, tmp_path):
     assert all(t["stats"]["limit"] == toy.LIMIT and t["stats"]["rms"] > toy.LIMIT for t in loud)
     assert dbg.failures(["loud"]) == loud and states.lookup("toy", "loud").failure
     # the built-in detectors still see the same run
-    assert {t["signal"] for t in dbg.transitions} == {"activation", "gradient", "toy"}
+    assert {t["signal"] for t in dbg.transitions} == {*BUILT_IN, "toy"}
 
 
 def test_without_the_toy_no_toy_signal(tmp_path):
     model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 1))
     with NeuralDbg(model, trace=str(tmp_path / "t.jsonl")) as dbg:
         train(model, 3)
-    assert {t["signal"] for t in dbg.transitions} == {"activation", "gradient"}
+    assert {t["signal"] for t in dbg.transitions} == BUILT_IN
 
 
 def test_the_built_in_detectors_are_registered_in_order():
@@ -81,4 +83,4 @@ def test_a_faulty_detector_is_switched_off_alone(toy, tmp_path, capsys, monkeypa
     err = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
     assert len(err) == 1 and "toy detector switched off" in err[0] and "toy fault" in err[0], err
     assert dbg.steps == 4
-    assert {t["signal"] for t in dbg.transitions} == {"activation", "gradient"}
+    assert {t["signal"] for t in dbg.transitions} == BUILT_IN

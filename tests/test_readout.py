@@ -120,5 +120,6 @@ def test_a_monitored_cuda_step_does_not_synchronize(tmp_path):
         finally:
             torch.cuda.set_sync_debug_mode(0)
     assert dbg.steps == 6
-    assert {t["signal"] for t in dbg.transitions} == {"activation", "gradient"}
+    assert {t["signal"] for t in dbg.transitions} == {"activation", "gradient", "update", "loss",
+                                                      "loop"}
     assert all(t["step"] == 0 for t in dbg.transitions), "every layer normal from step 0"

@@ -16,6 +16,8 @@ class TraceMaker:
                  lr=0.05, optimizer="SGD", healthy_start=True):
         self.layers = {name: (typ, kind) for name, typ, kind in layers}
         self.layers["(input)"] = ("input", "input")
+        self.layers["(loss)"] = ("loss", "loss")
+        self.layers["(loop)"] = ("loop", "loop")
         self.state: dict = {}
         self.events = [
             {"event": "run_start", "schema": 1, "version": "0.1.0", "script": script,
@@ -32,6 +34,9 @@ class TraceMaker:
                 self.tr(0, name, "normal")
                 if kind == "param":
                     self.tr(0, name, "healthy")
+                    self.tr(0, name, "normal", signal="update")
+            self.tr(0, "(loss)", "normal", signal="loss")
+            self.tr(0, "(loop)", "normal", signal="loop")
 
     def tr(self, step, layer, to, *, signal=None, **stats):
         if signal is None:      # the first signal that has the state: nonfinite is an activation

@@ -9,14 +9,20 @@ from __future__ import annotations
 
 import gc
 import warnings
+import weakref
 
 import torch
 from torch import nn
 from torch.nn.modules import module as nn_module
-from torch.optim.optimizer import Optimizer, register_optimizer_step_post_hook
+from torch.optim.optimizer import (
+    Optimizer,
+    register_optimizer_step_post_hook,
+    register_optimizer_step_pre_hook,
+)
 
 from . import naming
 from .accumulator import first_tensor
+from .updates import UpdateBatch
 
 # Bound once: the hooks run for every module call (dynamo knows these functions by identity).
 _is_compiling = torch.compiler.is_compiling
@@ -47,6 +53,11 @@ class Hooks:
         self.grads: list = []               # per optimizer stepped: its GradBatch
         self.grads_off = False
         self.inputs_checked = False         # some layer's input was checked this step
+        self.eval_roots: dict = {}          # id -> outermost module whose last call was in eval()
+        self.renewed = None                 # the watched gradient was renewed (backward.py)
+        self.paced = False                  # the pacing optimizer stepped (ending this step)
+        self.updates = None                 # UpdateSampler, or None: updates not measured
+        self.backward = None                # Backward (the loss and the resets), or None
         self._depth = 0
         self._last_leaf = None              # eager only: (rec, output) of the last leaf call
         self._installed = None
@@ -57,8 +68,8 @@ class Hooks:
         if existing_optimizers:
             self.clock.optimizers_created += sum(issubclass(type(o), Optimizer)
                                                  for o in gc.get_objects())
-        self._installed = _Installed(self._pre_hook, self._hook, self._optimizer_stepped,
-                                     optimizer_created)
+        self._installed = _Installed(self._pre_hook, self._hook, self._optimizer_stepping,
+                                     self._optimizer_stepped, optimizer_created)
         self.active = True
 
     def remove(self) -> None:
@@ -104,8 +115,9 @@ class Hooks:
                     self._depth = 0
                     root = self._roots.get(id(module))
                     if root is not None and root() is module:
-                        self._outermost_return(output)
-            if not self.observing or not _grad_enabled() or not module.training:
+                        self._outermost_return(module, output)
+            # (eval-mode modules too: a model left in eval() while training is a finding)
+            if not self.observing or not _grad_enabled():
                 return
             rec = self._recs.get(id(module))
             if rec is None or rec.ref() is not module:  # new, or an id reused by a new module
@@ -140,7 +152,7 @@ class Hooks:
                 self.disable(module, rec, e)
 
     # ---- once per forward, once per optimizer step --------------------------------------
-    def _outermost_return(self, output) -> None:
+    def _outermost_return(self, module, output) -> None:
         last = self._last_leaf
         if last is not None and not last[0].is_output and first_tensor(output) is last[1]:
             # The model's own output layer: a sigmoid there saturating is a confident
@@ -148,7 +160,7 @@ class Hooks:
             last[0].is_output = True
         clock = self.clock
         if clock.optimizers_created == 0 and clock.optim.primary is None and self.active \
-                and torch.is_grad_enabled():
+                and torch.is_grad_enabled() and module.training:
             # no optimizer (yet): each outermost forward with gradients is a step
             clock.pending_end = True
 
@@ -157,8 +169,12 @@ class Hooks:
             self._end_step()
             if not self.active:
                 return
-        if isinstance(module, _Loss) or not torch.is_grad_enabled() or not module.training:
+        if isinstance(module, _Loss) or not torch.is_grad_enabled():
             return
+        if not module.training:
+            self.eval_roots[id(module)] = weakref.ref(module)
+        elif self.eval_roots:
+            self.eval_roots.pop(id(module), None)
         reg = self.registry
         if reg.allowed is not None and id(module) not in reg.allowed \
                 and naming.unwrap(module) is not reg.model:
@@ -186,9 +202,21 @@ class Hooks:
             if first:
                 self.touched.append(inp)
 
+    def _optimizer_stepping(self, opt, args, kwargs):
+        """Before an optimizer step: the sampled weights, to measure its update."""
+        if self.updates is not None and self.active and self.observing:
+            try:
+                self.updates.before(opt, self.registry.owners)
+            except Exception as e:  # noqa: BLE001 - a monitor fault must not end the run
+                self._updates_off(e)
+        if self.backward is not None:
+            self.backward.stepping(True)
+
     def _optimizer_stepped(self, opt, args, kwargs):
         if self._installed is None:
             return
+        if self.backward is not None:
+            self.backward.stepping(False)
         optim = self.clock.optim
         paces = optim.paces(opt)
         if self.active:             # once switched off by a fault, steps are only counted
@@ -203,8 +231,28 @@ class Hooks:
             except Exception as e:  # noqa: BLE001 - a monitor fault must not end the run
                 self.grads_off, self.grads = True, []
                 self._fault("gradient monitoring switched off", e)
+            self._after_update(opt, paces)
         if paces:
             self._end_step()
+
+    def _after_update(self, opt, paces: bool) -> None:
+        """The sampled update of the step just taken; at the pacing step, the reset check."""
+        try:
+            if self.updates is not None:
+                update = self.updates.after(opt)
+                if update is not None and not self.grads_off:
+                    self.grads.append(update)
+            if paces:
+                self.paced = True
+                if self.backward is not None and self.backward.active:
+                    self.renewed = self.backward.renewed(opt)
+        except Exception as e:  # noqa: BLE001 - a monitor fault must not end the run
+            self._updates_off(e)
+
+    def _updates_off(self, error) -> None:
+        self.updates = None
+        self.grads = [b for b in self.grads if not isinstance(b, UpdateBatch)]
+        self._fault("update monitoring switched off", error)
 
     def disable(self, module, rec, error) -> None:
         """Switch off one layer after a fault in its monitoring."""
@@ -217,10 +265,11 @@ class Hooks:
 class _Installed:
     """torch's global hooks, and a patched `Optimizer.__init__`, removed as one."""
 
-    def __init__(self, pre_hook, hook, optimizer_stepped, optimizer_created):
+    def __init__(self, pre_hook, hook, optimizer_stepping, optimizer_stepped, optimizer_created):
         self._handles = [
             nn_module.register_module_forward_pre_hook(pre_hook),
             nn_module.register_module_forward_hook(hook, always_call=True),
+            register_optimizer_step_pre_hook(optimizer_stepping),
             register_optimizer_step_post_hook(optimizer_stepped),
         ]
         # Knowing that the script has an optimizer (before its first step) keeps forwards of

@@ -5,9 +5,10 @@ from __future__ import annotations
 import math
 
 from .detectors.base import Observation
-from .kinds import SIGMOID, TANH, UNIT_KINDS
+from .kinds import LOOP_KIND, LOSS_KIND, SIGMOID, TANH, UNIT_KINDS
 from .readout import Readout
 from .stats import collect, unpack
+from .updates import UpdateBatch, ratios
 
 # A NamedTuple's own __new__ is a Python function; tuple.__new__ builds the same record in C
 # (this runs for every layer at every step).
@@ -26,9 +27,11 @@ class StepJudge:
         self.fault = fault                  # callable(what, error)
         self.readout = readout or Readout()
 
-    def end_step(self, step: int, recs: list, grads: list, inputs_checked: bool) -> None:
-        """Reduce and read step `step`'s numbers (the layers `recs`, the GradBatches
-        `grads`); judge them now, or once read (see readout)."""
+    def end_step(self, step: int, recs: list, grads: list, inputs_checked: bool,
+                 facts=None) -> None:
+        """Reduce and read step `step`'s numbers (the layers `recs`, the GradBatches and
+        UpdateBatches `grads`, the step's own StepFacts); judge them now, or once read (see
+        readout)."""
         if inputs_checked:
             # A layer right after an activation module reads that module's output: its input
             # check would only echo the activation's own verdict (compiled code cannot tell).
@@ -41,8 +44,12 @@ class StepJudge:
         tensors, plan = collect([r.acc for r in recs], self.tail, self.min_grads, raw, done)
         for rec in recs:
             rec.acc.reset()
+        extra = facts.tensors() if facts is not None else []
+        if extra:
+            tensors = tensors + extra if tensors else extra
         if tensors:
-            for values, job in self.readout.submit(tensors, (step, recs, grads, plan)):
+            for values, job in self.readout.submit(tensors, (step, recs, grads, plan, facts,
+                                                             len(extra))):
                 self._judge(values, *job)
 
     def drain(self) -> None:
@@ -50,12 +57,16 @@ class StepJudge:
         for values, job in self.readout.drain():
             self._judge(values, *job)
 
-    def _judge(self, values: list, step: int, recs: list, grads: list, plan) -> None:
-        numbers, raw, done = unpack(values, plan)
+    def _judge(self, values: list, step: int, recs: list, grads: list, plan, facts=None,
+               n_extra: int = 0) -> None:
+        tail = []                           # the step's own values (StepFacts.tensors)
+        if n_extra:
+            tail, values = values[-n_extra:], values[:-n_extra]
+        numbers, raw, done = unpack(values, plan) if values else ([], [], [])
         for rec, (norm, numel, inactive, input_dead, saturated, units) in zip(recs, numbers):
             rms = norm / math.sqrt(numel) if math.isfinite(norm) else norm
             x = _new(Observation, (rec.kind, rms, inactive, input_dead, saturated, units,
-                                   rec.is_output, None, None))
+                                   rec.is_output, None, None, None, None, None))
             for detector, history, tracker in rec.on_output:
                 try:
                     state, extra = detector.judge(x, history)
@@ -64,13 +75,19 @@ class StepJudge:
                         self._changed(rec, detector, tracker, x, state, extra, step)
                 except Exception as e:  # noqa: BLE001 - only this detector stops
                     self._switch_off(detector, e)
+        norms = {}
         for batch in grads:
             values = done if batch.normed else raw
             k = len(batch.tensors)
-            self._judge_gradients(batch.groups, values[:k], step)
+            if type(batch) is UpdateBatch:
+                self._judge_updates(batch, values[:k], norms, recs, step)
+            else:
+                norms = self._judge_gradients(batch.groups, values[:k], step)
             del values[:k]
+        if facts is not None:
+            self._judge_step(facts, tail, step)
 
-    def _judge_gradients(self, groups: list, values: list, step: int) -> None:
+    def _judge_gradients(self, groups: list, values: list, step: int) -> dict:
         """groups: [(layer record, positions of its parameters' norms in `values`: a slice,
         or a tuple where they are not side by side)]."""
         # a layer's norm from its parameters' norms: the square root of their sum of squares
@@ -80,15 +97,52 @@ class StepJudge:
         if not math.isfinite(top):
             top = max((n for n in norms if math.isfinite(n)), default=0.0)
         for (rec, _), norm in zip(groups, norms):
-            x = _new(Observation, (rec.kind, None, None, None, None, None, False, norm, top))
-            for detector, history, tracker in rec.on_grad:
-                try:
-                    state, extra = detector.judge(x, history)
-                    detector.remember(x, history)
-                    if state != tracker.steady:
-                        self._changed(rec, detector, tracker, x, state, extra, step)
-                except Exception as e:  # noqa: BLE001 - only this detector stops
-                    self._switch_off(detector, e)
+            x = _new(Observation, (rec.kind, None, None, None, None, None, False, norm, top,
+                                   None, None, None))
+            if rec.on_grad:
+                self._observe(rec, rec.on_grad, x, step)
+        return {rec: norm for (rec, _), norm in zip(groups, norms)}
+
+    def _judge_updates(self, batch, values: list, norms: dict, recs: list, step: int) -> None:
+        """Each layer's update ratio; a layer with no gradient while one after it (in the
+        optimizer's order) has one, and that ran this step, had its graph cut."""
+        found = ratios(batch, values)
+        graded = [i for i, (rec, _) in enumerate(batch.groups) if rec in norms]
+        last = graded[-1] if graded else -1
+        touched = set(recs)     # (a layer not called this step is not judged)
+        for i, (rec, _) in enumerate(batch.groups):
+            if rec not in touched:
+                continue
+            norm = norms.get(rec)
+            facts = _NO_GRAD if norm is None and i < last else None
+            x = _new(Observation, (rec.kind, None, None, None, None, None, False, norm, None,
+                                   found.get(rec), None, facts))
+            self._observe(rec, rec.on_update, x, step)
+
+    def _judge_step(self, facts, values: list, step: int) -> None:
+        """The pseudo-layers (loss) and (loop), and the layers outside every optimizer."""
+        loss, first_grad = facts.values(values)
+        reg = self.registry
+        if loss is not None and reg.loss.on_output:
+            x = Observation(LOSS_KIND, loss=loss, facts=_SEVERAL if facts.several else None)
+            self._observe(reg.loss, reg.loss.on_output, x, step)
+        if facts.optimized and reg.loop.on_output:
+            x = Observation(LOOP_KIND, facts={"reset": facts.reset(first_grad),
+                                              "eval_roots": facts.eval_roots})
+            self._observe(reg.loop, reg.loop.on_output, x, step)
+        for rec in facts.uncovered:
+            x = Observation(rec.kind, facts=_IN_NO_OPTIMIZER)
+            self._observe(rec, rec.on_update, x, step)
+
+    def _observe(self, rec, watchers: list, x, step: int) -> None:
+        for detector, history, tracker in watchers:
+            try:
+                state, extra = detector.judge(x, history)
+                detector.remember(x, history)
+                if state != tracker.steady:
+                    self._changed(rec, detector, tracker, x, state, extra, step)
+            except Exception as e:  # noqa: BLE001 - only this detector stops
+                self._switch_off(detector, e)
 
     def _changed(self, rec, detector, tracker, x, state: str, extra: dict, step: int) -> None:
         """A layer's state differs from its steady one: update its tracker."""
@@ -106,12 +160,18 @@ class StepJudge:
             rec.watching = [w for w in rec.watching if w.detector is not detector]
             rec.on_output = [w for w in rec.on_output if w.detector is not detector]
             rec.on_grad = [w for w in rec.on_grad if w.detector is not detector]
+            rec.on_update = [w for w in rec.on_update if w.detector is not detector]
         self.fault(f"{detector.signal.name} detector switched off", error)
 
     def write(self, rec, signal: str, t) -> None:
         self.emit({"event": "transition", "step": t.step, "layer": self.registry.name_of(rec),
                    "module_type": rec.module_type, "kind": rec.kind, "signal": signal,
                    "from": t.previous, "to": t.state, "stats": _rounded(t.stats)})
+
+
+_NO_GRAD = {"no_grad": True}
+_SEVERAL = {"several": True}
+_IN_NO_OPTIMIZER = {"in_no_optimizer": True}
 
 
 def _rounded(stats: dict) -> dict:

@@ -10,6 +10,8 @@ TANH = "tanh"          # saturates near -1 and +1
 PARAM = "param"        # Linear / conv: their input is checked for dead units (F.relu upstream)
 OTHER = "other"        # everything else: non-finite values and sudden shifts only
 INPUT_KIND = "input"   # the outermost module's input (the pseudo-layer trace.INPUT_LAYER)
+LOSS_KIND = "loss"     # the loss passed to backward() (the pseudo-layer trace.LOSS_LAYER)
+LOOP_KIND = "loop"     # the training loop itself (the pseudo-layer trace.LOOP_LAYER)
 
 UNIT_KINDS = (RELU, SMOOTH)         # per-unit maxima tell inactive units
 SQUASH_KINDS = (SIGMOID, TANH)      # per-unit mean derivative tells saturated units

@@ -5,7 +5,14 @@ import weakref
 from typing import NamedTuple
 
 from .accumulator import SQUASH, UNITS, Accumulator
-from .detectors.base import GRAD_NORM, INPUT_ACTIVITY, OUTPUT_REDUCTIONS, UNIT_ACTIVITY, UNIT_SATURATION
+from .detectors.base import (
+    GRAD_NORM,
+    INPUT_ACTIVITY,
+    OUTPUT_REDUCTIONS,
+    PARAM_UPDATE,
+    UNIT_ACTIVITY,
+    UNIT_SATURATION,
+)
 from .kinds import CHANNEL_FIRST, SQUASH_KINDS, TRANSPARENT, UNIT_KINDS
 from .tracker import SignalTracker
 
@@ -34,13 +41,14 @@ class LayerRec:
     each watching detector's history and tracker."""
 
     __slots__ = ("ref", "module_type", "kind", "leaf", "reads", "wants_input", "transparent",
-                 "fallback_name", "acc", "is_output", "skip", "watching", "on_output", "on_grad")
+                 "fallback_name", "acc", "is_output", "skip", "watching", "on_output", "on_grad",
+                 "on_update", "in_optimizer")
 
     def __init__(self, module, kind: str, leaf: bool, watches: list, debounce: int):
         """watches: [(detector, the reductions it needs of this module)], needs not empty."""
         self.skip = False               # (the input's record can be switched off)
         self.ref = weakref.ref(module) if module is not None else None
-        self.module_type = type(module).__name__ if module is not None else "input"
+        self.module_type = type(module).__name__ if module is not None else kind
         self.kind = kind
         self.leaf = leaf
         needs = frozenset().union(*(n for _, n in watches))
@@ -56,5 +64,8 @@ class LayerRec:
         # in the order of the registry; judged at the step end, or at the optimizer step
         self.watching = [Watch(d, d.history(), SignalTracker(debounce, d.signal.ok))
                          for d, _ in watches]
-        self.on_output = [w for w, (_, n) in zip(self.watching, watches) if GRAD_NORM not in n]
-        self.on_grad = [w for w, (_, n) in zip(self.watching, watches) if GRAD_NORM in n]
+        pairs = list(zip(self.watching, watches))
+        self.on_output = [w for w, (_, n) in pairs if GRAD_NORM not in n]
+        self.on_grad = [w for w, (_, n) in pairs if GRAD_NORM in n and PARAM_UPDATE not in n]
+        self.on_update = [w for w, (_, n) in pairs if PARAM_UPDATE in n]
+        self.in_optimizer = False       # some optimizer holds its parameters (updates.py)

@@ -12,10 +12,13 @@ from torch import nn
 
 from ..thresholds import Thresholds
 from . import detectors as detector_registry
+from .backward import Backward
 from .clock import StepClock
 from .hooks import Hooks
 from .judge import StepJudge
 from .registry import Registry
+from .step_facts import StepFacts, has_gradients, trains_in_eval
+from .updates import UpdateSampler
 
 
 class Monitor:
@@ -33,6 +36,10 @@ class Monitor:
                                  self.fault, model)
         self.judge = StepJudge(thresholds, self.registry, emit, self.fault)
         self.hooks = Hooks(self.registry, self.clock, self.end_step_safely, self.fault)
+        self.hooks.updates = UpdateSampler(thresholds.update.sample)
+        # the loss and the loop, when some detector watches them
+        pseudo = self.registry.loss.watching or self.registry.loop.watching
+        self.backward = self.hooks.backward = Backward(self.fault) if pseudo else None
 
     @property
     def steps(self) -> int:
@@ -53,6 +60,12 @@ class Monitor:
         if self.registry.model is not None:
             self.registry.add_root_safely(self.registry.model)
         self.hooks.install(existing_optimizers, self._optimizer_created)
+        if self.backward is not None:
+            try:
+                self.backward.install()
+            except Exception as e:  # noqa: BLE001 - the rest observes on
+                self.backward.remove()
+                self.fault("loss observation switched off", e)
 
     def _optimizer_created(self) -> None:
         clock = self.clock
@@ -63,6 +76,8 @@ class Monitor:
 
     def remove(self) -> None:
         self.hooks.remove()
+        if self.backward is not None:
+            self.backward.remove()
 
     def close(self, completed: bool = True) -> None:
         """End of the run: classify a step in progress, unhook; after a crash or an
@@ -102,11 +117,26 @@ class Monitor:
         clock.pending_end = False
         registry.scan_compiled_once()
         recs, grads, inputs_checked = self.hooks.take()
-        self.judge.end_step(clock.step, recs, grads, inputs_checked)
+        self.judge.end_step(clock.step, recs, grads, inputs_checked, self._facts(recs))
         observing = clock.advance(complete)
         if complete and clock.purge_due():
             registry.purge()
         self.hooks.new_step(observing)
+
+    def _facts(self, recs: list) -> StepFacts:
+        """The step's own facts, gathered as it ends."""
+        hooks, backward, clock = self.hooks, self.backward, self.clock
+        losses, resets, first_grad = backward.take() if backward is not None and backward.active \
+            else ([], 0, None)
+        optimized, hooks.paced = hooks.paced, False
+        renewed, hooks.renewed = hooks.renewed, None
+        eval_roots = trains_in_eval(hooks.eval_roots, self.registry.owners) \
+            if optimized and hooks.eval_roots else []
+        uncovered = [r for r in recs if r.on_update and not r.in_optimizer
+                     and has_gradients(r, self.registry.owners)] \
+            if optimized and hooks.updates is not None else []
+        return StepFacts(losses, first_grad, resets, renewed, optimized, clock.optim.several(),
+                         eval_roots, uncovered)
 
     # ---- faults ----------------------------------------------------------------------
     def _switch_off(self, error: BaseException) -> None:

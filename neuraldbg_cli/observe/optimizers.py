@@ -45,6 +45,10 @@ class OptimizerWatch:
     def new_window(self) -> None:
         self._stepped = {}
 
+    def several(self) -> bool:
+        """More than one optimizer stepped in this step (a GAN's two, say)."""
+        return len(self._stepped) > 1
+
     def record_hparams(self, opt, step: int) -> None:
         """An hparams event the first time, and when a learning rate moves by over 10%
         from the value last written (schedules stay a handful of events, not one a step)."""

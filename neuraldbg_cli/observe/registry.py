@@ -7,9 +7,9 @@ import weakref
 from torch import nn
 from torch.nn.parameter import is_lazy
 
-from ..trace import INPUT_LAYER
-from . import naming
-from .kinds import INPUT_KIND, OTHER, kind_of
+from ..trace import INPUT_LAYER, LOOP_LAYER, LOSS_LAYER
+from . import naming, weights
+from .kinds import INPUT_KIND, LOOP_KIND, LOSS_KIND, OTHER, kind_of
 from .layers import LayerRec, Skipped
 
 _Loss = nn.modules.loss._Loss
@@ -33,12 +33,20 @@ class Registry:
         self.owners: dict = {}              # id(parameter) -> LayerRec
         self.model = model
         self.allowed = None if model is None else {id(m) for m in model.modules()}
-        self.input = LayerRec(None, INPUT_KIND, True, self._watches(None, INPUT_KIND, True), debounce)
-        self.input.fallback_name = INPUT_LAYER
+        self.input = self._pseudo(INPUT_KIND, INPUT_LAYER, True)
         self.input.skip = not self.input.reads
+        # the step's own signals: judged at the step end when some detector watches them
+        self.loss = self._pseudo(LOSS_KIND, LOSS_LAYER, False)
+        self.loop = self._pseudo(LOOP_KIND, LOOP_LAYER, False)
         self.unnamed_seen = False           # a layer seen outside any known outermost call
         self._unnamed = 0
         self._scanned = False
+
+    def _pseudo(self, kind: str, name: str, leaf: bool) -> LayerRec:
+        """The record of a pseudo-layer (module None), named `name` in the trace."""
+        rec = LayerRec(None, kind, leaf, self._watches(None, kind, leaf), self.debounce)
+        rec.fallback_name = name
+        return rec
 
     def _watches(self, module, kind: str, leaf: bool) -> list:
         return [(d, n) for d in self.detectors if (n := d.needs(module, kind, leaf))]
@@ -65,7 +73,7 @@ class Registry:
         self.recs[id(module)] = rec
         if self.name(module) is None:
             self.unnamed_seen = True
-        if rec.on_grad:
+        if rec.on_grad or rec.on_update:
             for p in module.parameters(recurse=False):
                 owner = self.owners.get(id(p))      # (its id may be that of a parameter gone)
                 if owner is None or owner.ref() is None:
@@ -77,9 +85,9 @@ class Registry:
         return entry
 
     def layers(self) -> list:
-        """The input's record and every layer's, each once."""
+        """The pseudo-layers' records and every layer's, each once."""
         recs = [r for r in self.recs.values() if not r.skip]
-        return [self.input, *dict.fromkeys(recs)]
+        return [self.input, *dict.fromkeys(recs), self.loss, self.loop]
 
     def purge(self) -> None:
         """Forget modules that were garbage-collected (e.g. created anew in each forward)."""
@@ -120,7 +128,7 @@ class Registry:
         taken = {n for i, (_, n) in self.names.items() if i not in names}
         names = naming.prefixed(names, root, taken)
         self.names.update({id(m): (weakref.ref(m), names[id(m)]) for m in root.modules()})
-        layers = []
+        layers, seen = [], []
         for module in root.modules():
             rec = self.recs.get(id(module))
             if rec is None or rec.ref() is not module:
@@ -130,6 +138,11 @@ class Registry:
                                "kind": rec.kind if rec.leaf else "container",
                                "params": sum(0 if is_lazy(p) else p.numel()
                                              for p in module.parameters(recurse=False))})
+                seen.append((layers[-1], module, rec.kind))
+        try:
+            weights.first_sight(seen)
+        except Exception as e:  # noqa: BLE001 - the model event goes out without them
+            self.fault("weight scales unavailable", e)
         self.emit({"event": "model", "step": self.clock.step,
                    "root": type(naming.unwrap(root)).__name__, "layers": layers})
 

@@ -21,4 +21,4 @@ def build(thresholds) -> list:
     return [factory(thresholds) for factory in _FACTORIES]
 
 
-from . import activation, gradient  # noqa: E402,F401 - the built-in ones register themselves
+from . import activation, gradient, loop, loss, update  # noqa: E402,F401 - the built-ins register

@@ -51,7 +51,7 @@ class ActivationDetector(Detector):
         kinds: in the flat tail), also the layer's sparsity; saturated: share of sigmoid/tanh
         units saturated; input_dead: share of input units zero for the whole step."""
         # one unpacking, not a property lookup per field: this runs per layer and step
-        kind, rms, inactive, input_dead, saturated, _, is_output, _, _ = x
+        kind, rms, inactive, input_dead, saturated, _, is_output = x[:7]
         th = self.th
         if not math.isfinite(rms):
             return "nonfinite", {}

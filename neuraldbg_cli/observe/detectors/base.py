@@ -21,14 +21,19 @@ UNIT_ACTIVITY = "unit_activity"      # inactive, units: units inactive all step 
 UNIT_SATURATION = "unit_saturation"  # saturated, units: units saturated (sigmoid, tanh)
 INPUT_ACTIVITY = "input_activity"    # input_dead: input units zero all step (Linear, conv)
 GRAD_NORM = "grad_norm"              # grad_norm, model_max_grad_norm: at the optimizer step
+PARAM_UPDATE = "param_update"        # update_ratio, facts: at the optimizer step (with GRAD_NORM)
+LOSS = "loss"                        # loss, facts: of the pseudo-layer (loss), at the step end
+LOOP = "loop"                        # facts: of the pseudo-layer (loop), at the step end
 OUTPUT_REDUCTIONS = frozenset((OUTPUT_NORM, UNIT_ACTIVITY, UNIT_SATURATION, INPUT_ACTIVITY))
 NOTHING = frozenset()
 
 
 class Observation(NamedTuple):
     """One layer's plain numbers at one step, None where not measured. A detector that
-    needs GRAD_NORM is judged at the optimizer step, on the gradient fields; any other on
-    the output fields, at the step end."""
+    needs GRAD_NORM is judged at the optimizer step, on the gradient fields (and the update's,
+    with PARAM_UPDATE); LOSS and LOOP are asked of the pseudo-layers (loss) and (loop) (module
+    None, kinds LOSS_KIND and LOOP_KIND), judged at the step end; any other on the output
+    fields, at the step end."""
     kind: str                                   # activation kind (observe.kinds)
     rms: float | None = None
     inactive: float | None = None
@@ -38,6 +43,9 @@ class Observation(NamedTuple):
     is_output: bool = False                     # the model's own output layer
     grad_norm: float | None = None              # the layer's parameters together
     model_max_grad_norm: float | None = None    # the largest finite one of the optimizer's
+    update_ratio: float | None = None           # ||dW|| / ||W|| of the step (sampled)
+    loss: float | None = None                   # the step's loss (summed over micro-batches)
+    facts: dict | None = None                   # what else a step-level detector is told
 
 
 class Detector:

@@ -1,0 +1,50 @@
+"""Loop health: mistakes of the training loop itself, seen at each optimizer step.
+
+facts (from the step end): "reset": whether the gradients were reset since the last step
+(optimizer.zero_grad(), model.zero_grad(), grads set to None or zeroed), None when it cannot
+be told; "eval_roots": names of the models that ran only in eval() mode in a step that
+updated their parameters."""
+from __future__ import annotations
+
+from ... import states
+from ..kinds import LOOP_KIND
+from . import register
+from .base import LOOP, NOTHING, Detector, Observation
+
+_NEEDS = frozenset((LOOP,))
+
+
+class LoopHistory:
+    __slots__ = ("no_reset",)
+
+    def __init__(self):
+        self.no_reset = 0       # optimizer steps in a row without a gradient reset
+
+
+class LoopDetector(Detector):
+    signal = states.LOOP
+
+    def needs(self, module, kind: str, leaf: bool) -> frozenset:
+        return _NEEDS if module is None and kind == LOOP_KIND else NOTHING
+
+    def history(self) -> LoopHistory:
+        return LoopHistory()
+
+    def judge(self, x: Observation, h: LoopHistory) -> tuple:
+        facts = x.facts or {}
+        if facts.get("reset") is False and h.no_reset + 1 >= self.th.loop.no_zero_grad_steps:
+            return "no_zero_grad", {"steps_without_reset": h.no_reset + 1}
+        if facts.get("eval_roots"):
+            return "eval_mode", {"models": facts["eval_roots"]}
+        return "normal", {}
+
+    def remember(self, x: Observation, h: LoopHistory) -> None:
+        reset = (x.facts or {}).get("reset")
+        if reset is not None:
+            h.no_reset = 0 if reset else h.no_reset + 1
+
+    def evidence(self, x: Observation, extra: dict) -> dict:
+        return dict(extra)
+
+
+register(LoopDetector)

@@ -1,0 +1,67 @@
+"""Update health: steps too large for a layer's weights, a layer that never changes although
+it gets gradients, a layer that gets no gradient although the layers after it do."""
+from __future__ import annotations
+
+import math
+
+from ... import states
+from . import register
+from .base import GRAD_NORM, NOTHING, PARAM_UPDATE, Detector, Observation
+
+_NEEDS = frozenset((GRAD_NORM, PARAM_UPDATE))
+
+
+class UpdateHistory:
+    """Steps judged so far, and how many in a row left the weights unchanged."""
+
+    __slots__ = ("steps", "still")
+
+    def __init__(self):
+        self.steps = 0
+        self.still = 0
+
+
+class UpdateDetector(Detector):
+    """Every layer with trainable parameters of its own, at each optimizer step.
+
+    facts (from the step end): "no_grad": none of its parameters has a gradient while a
+    layer after it in the optimizer's order has one (a cut graph); "in_no_optimizer": its
+    parameters get gradients but no optimizer holds them."""
+
+    signal = states.UPDATE
+
+    def needs(self, module, kind: str, leaf: bool) -> frozenset:
+        if module is None or not any(p.requires_grad for p in module.parameters(recurse=False)):
+            return NOTHING
+        return _NEEDS
+
+    def history(self) -> UpdateHistory:
+        return UpdateHistory()
+
+    def judge(self, x: Observation, history: UpdateHistory) -> tuple:
+        th, facts = self.th.update, x.facts
+        if facts:
+            if facts.get("no_grad"):
+                return "detached", {}
+            if facts.get("in_no_optimizer") and history.still + 1 >= th.frozen_steps:
+                return "frozen", {"in_no_optimizer": True}
+        ratio, grad = x.update_ratio, x.grad_norm
+        if ratio is None or not math.isfinite(ratio):
+            return "normal", {}
+        if ratio == 0.0 and grad is not None and grad > 0 and history.still + 1 >= th.frozen_steps:
+            return "frozen", {}
+        if ratio > th.too_large and history.steps >= th.warmup:
+            return "too_large", {}
+        return "normal", {}
+
+    def remember(self, x: Observation, history: UpdateHistory) -> None:
+        history.steps += 1
+        frozen = x.update_ratio == 0.0 or bool(x.facts and x.facts.get("in_no_optimizer"))
+        history.still = history.still + 1 if frozen else 0
+
+    def evidence(self, x: Observation, extra: dict) -> dict:
+        stats = {"update_ratio": x.update_ratio, "grad_norm": x.grad_norm}
+        return {k: v for k, v in {**stats, **extra}.items() if v is not None}
+
+
+register(UpdateDetector)

@@ -1,0 +1,66 @@
+"""What a step tells beyond its layers: its loss, whether the gradients were reset before
+it, which models trained in eval() mode, which layers got gradients outside every optimizer."""
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import torch
+
+
+class StepFacts(NamedTuple):
+    losses: list            # 0-d loss tensors passed to backward() (unscaled)
+    first_grad: object      # 0-d norm of the watched gradient before the first backward, or None
+    resets: int             # zero_grad calls
+    renewed: bool | None    # the watched gradient was set to None or replaced (None: unknown)
+    optimized: bool         # the step ended with the pacing optimizer's step
+    several: bool           # more than one optimizer stepped
+    eval_roots: list        # names of models that trained in eval() mode
+    uncovered: list         # layer records with gradients that no optimizer holds
+
+    def tensors(self) -> list:
+        """The 0-d tensors to read with the step's others: the loss summed, the gradient."""
+        out = []
+        if self.losses:
+            first = self.losses[0]
+            out.append(first if len(self.losses) == 1 else
+                       torch.stack([t.to(first.device) for t in self.losses]).sum())
+        if self.first_grad is not None:
+            out.append(self.first_grad)
+        return out
+
+    def values(self, values: list) -> tuple:
+        """(loss, first_grad) from the values read for `tensors()`, None where absent."""
+        it = iter(values)
+        loss = next(it, None) if self.losses else None
+        first_grad = next(it, None) if self.first_grad is not None else None
+        return loss, first_grad
+
+    def reset(self, first_grad: float | None) -> bool | None:
+        """Were the gradients reset since the last step? None: it cannot be told."""
+        if self.resets or self.renewed or first_grad == 0.0:
+            return True
+        if self.renewed is False and first_grad is not None:
+            return False
+        return None
+
+
+def has_gradients(rec, owners: dict) -> bool:
+    """Some trainable parameter of the layer's own holds a gradient (a parameter shared with
+    an earlier layer, tied weights, belongs to that layer)."""
+    module = rec.ref() if rec.ref is not None else None
+    return module is not None and any(
+        p.grad is not None and p.requires_grad and owners.get(id(p)) is rec
+        for p in module.parameters(recurse=False))
+
+
+def trains_in_eval(roots: dict, owners: dict) -> list:
+    """The models (weakrefs in `roots`) last called in eval() mode whose parameters an
+    optimizer updates and that got gradients: not a frozen teacher, a model being trained."""
+    out = []
+    for ref in list(roots.values()):
+        root = ref()
+        if root is not None and any(
+                p.grad is not None and (o := owners.get(id(p))) is not None and o.in_optimizer
+                for p in root.parameters()):
+            out.append(type(getattr(root, "module", root)).__name__)
+    return out

@@ -1,0 +1,117 @@
+"""How much each optimizer step changed each layer's weights: ||dW|| / ||W||, estimated.
+
+Copying every weight before each step would double the optimizer's memory traffic. Instead
+each parameter is watched through one fixed strided view of its elements (about `sample` of
+them, every s-th element with s coprime to the row length, so that every row and every column
+is represented). Before the step the view is copied (one batched call for all parameters);
+after it, the view minus the copy is the sampled update. A layer's ratio adds its parameters'
+sums of squares, each scaled by numel / sampled, so a small bias does not weigh like a large
+weight. All of it stays on the device and is read with the step's other numbers.
+"""
+from __future__ import annotations
+
+import math
+import weakref
+from typing import NamedTuple
+
+import torch
+
+
+# Only the rows of the batch's tokens change at a step: a sample may miss all of them, so an
+# unchanged sample of these says nothing.
+_SPARSE_ROWS = ("Embedding", "EmbeddingBag")
+
+
+class UpdateBatch(NamedTuple):
+    """One optimizer's sampled update at one step, for the step end's one read."""
+    tensors: list       # the sampled updates, then the sampled weights after the step: to norm
+    groups: list        # [(layer record, [(position among the updates, scale)])]
+    normed: bool = False  # (as GradBatch: its tensors are normed with the step's others)
+
+
+class _Watched(NamedTuple):
+    key: tuple          # the optimizer's parameter lists and the parameters' storages
+    views: list         # one strided view per sampled parameter
+    groups: list        # as UpdateBatch.groups
+
+
+def sampled_view(p: torch.Tensor, sample: int) -> tuple | None:
+    """(a 1-D strided view of about `sample` elements of `p`, numel / elements in it), or None
+    where `p` cannot be viewed flat (sparse, or not contiguous)."""
+    if p.is_sparse or not p.is_contiguous() or p.numel() == 0:
+        return None
+    flat = p.detach().view(-1)
+    n = flat.numel()
+    stride = max(1, n // sample)
+    row = p.shape[-1] if p.dim() > 1 else 1
+    while stride > 1 and math.gcd(stride, row) != 1:
+        stride += 1
+    view = flat[stride // 2::stride]
+    return view, n / view.numel()
+
+
+class UpdateSampler:
+    """Per optimizer: the views of its parameters and the copy taken before its step."""
+
+    def __init__(self, sample: int):
+        self.sample = sample
+        self._watched: dict = {}        # id(optimizer) -> (weakref, _Watched)
+        self._before: dict = {}         # id(optimizer) -> copies of the views, this step
+
+    def before(self, opt, owners: dict) -> None:
+        """Copy the sampled elements of `opt`'s parameters (its step is about to run)."""
+        watched = self._watch(opt, owners)
+        if watched.views:
+            self._before[id(opt)] = torch._foreach_mul(watched.views, 1.0)
+
+    def after(self, opt) -> UpdateBatch | None:
+        """The sampled update of the step `opt` just took (None: no copy was taken)."""
+        copies = self._before.pop(id(opt), None)
+        entry = self._watched.get(id(opt))
+        if copies is None or entry is None or entry[0]() is not opt:
+            return None
+        views = entry[1].views
+        return UpdateBatch([*torch._foreach_sub(views, copies), *views], entry[1].groups)
+
+    def forget(self) -> None:
+        """Drop copies of a step that was not completed (a fault, the end of the run)."""
+        self._before.clear()
+
+    def _watch(self, opt, owners: dict) -> _Watched:
+        params = [p for g in opt.param_groups for p in g["params"]]
+        key = (len(owners), *((id(p), p.data_ptr()) for p in params))
+        entry = self._watched.get(id(opt))
+        if entry is None or entry[0]() is not opt or entry[1].key != key:
+            self._watched = {k: e for k, e in self._watched.items() if e[0]() is not None}
+            entry = self._watched[id(opt)] = (weakref.ref(opt), self._layout(key, params, owners))
+        return entry[1]
+
+    def _layout(self, key: tuple, params: list, owners: dict) -> _Watched:
+        views, positions = [], {}
+        for p in params:
+            rec = owners.get(id(p))
+            if rec is None or not p.requires_grad:
+                continue
+            found = sampled_view(p, self.sample)
+            if found is None:
+                continue
+            positions.setdefault(rec, []).append((len(views), found[1]))
+            views.append(found[0])
+        for rec in positions:
+            rec.in_optimizer = True
+        return _Watched(key, views, list(positions.items()))
+
+
+def ratios(batch: UpdateBatch, norms: list) -> dict:
+    """{layer record: ||dW|| / ||W|| (None where its weights are all zero)} from the norms of
+    `batch.tensors`, in order."""
+    half = len(norms) // 2
+    out = {}
+    for rec, parts in batch.groups:
+        du = sum(norms[i] ** 2 * s for i, s in parts)
+        w = sum(norms[half + i] ** 2 * s for i, s in parts)
+        if w <= 0 or du == 0 and rec.module_type in _SPARSE_ROWS:
+            out[rec] = None
+        else:
+            out[rec] = math.sqrt(du / w)
+    return out

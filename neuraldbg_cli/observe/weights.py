@@ -1,0 +1,47 @@
+"""The weights at first sight: each weight layer's rms against the fan-in rule for the
+activation after it (He for ReLU-like units, Xavier otherwise), for `explain` to tell a bad
+initialisation ("weights 20x the Xavier scale") from the causes that look alike."""
+from __future__ import annotations
+
+import math
+
+import torch
+
+from .kinds import PARAM, RELU, SMOOTH, SQUASH_KINDS
+from .stats import read_now
+
+_HE = (RELU, SMOOTH)
+_SUM = {torch.float16: torch.float32, torch.bfloat16: torch.float32}
+
+
+def first_sight(layers: list) -> None:
+    """layers: [(model event entry, module, kind)] in the model's order. Adds "weight_rms",
+    "init_rule" and "init_rms" to the entries of weight layers; one read for all of them."""
+    found = []
+    for i, (entry, module, kind) in enumerate(layers):
+        w = getattr(module, "weight", None) if kind == PARAM else None
+        if not isinstance(w, torch.Tensor) or w.dim() < 2 or w.is_meta or w.numel() == 0 \
+                or not w.is_floating_point() or torch.nn.parameter.is_lazy(w):
+            continue
+        found.append((entry, w, _follower(layers, i)))
+    if not found:
+        return
+    # (one norm per weight: no float copy of the model; half precision summed in float32)
+    norms = read_now([torch.linalg.vector_norm(w.detach(), dtype=_SUM.get(w.dtype)).float()
+                      for _, w, _ in found])
+    for (entry, w, follower), norm in zip(found, norms):
+        receptive = math.prod(w.shape[2:])
+        fan_in, fan_out = w.shape[1] * receptive, w.shape[0] * receptive
+        rule, scale = (("he", math.sqrt(2.0 / fan_in)) if follower in _HE else
+                       ("xavier", math.sqrt(2.0 / (fan_in + fan_out))))
+        entry.update(weight_rms=norm / math.sqrt(w.numel()), init_rule=rule, init_rms=scale)
+
+
+def _follower(layers: list, i: int) -> str | None:
+    """The activation kind right after layer i (before the next weight layer), if any."""
+    for _, _, kind in layers[i + 1:]:
+        if kind in _HE or kind in SQUASH_KINDS:
+            return kind
+        if kind == PARAM:
+            return None
+    return None
