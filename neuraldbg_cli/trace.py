@@ -28,6 +28,7 @@ INPUT_LAYER = "(input)"
 ROOT_LAYER = "(root)"
 LOSS_LAYER = "(loss)"
 LOOP_LAYER = "(loop)"
+PSEUDO_LAYERS = (INPUT_LAYER, LOSS_LAYER, LOOP_LAYER)     # not modules: no module type to show
 
 
 def _clean(value):

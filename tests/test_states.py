@@ -90,9 +90,14 @@ def test_every_reader_knows_every_state(tmp_path, signal, name):
     t = TraceMaker().tr(10, LAYER[signal], name, signal=signal).end(40)
     analysis, out = report_of(tmp_path, t)
     top = analysis.hypotheses[0]
-    assert (top.symptom, top.signal, top.cause) == (name, signal, "unknown")
+    # with nothing else in the trace the cause is unknown, but a loop mistake is its own cause
+    own = "training_loop" if signal == "loop" or name in ("frozen", "detached") else None
+    assert (top.symptom, top.signal, top.cause) == (name, signal, own or "unknown")
     assert st.verb in top.summary and top.fix == st.fix
-    assert top.confidence == round(0.55 * st.severity, 2)
+    if own is None:
+        assert top.confidence == round(0.55 * st.severity, 2)
+    else:
+        assert top.confidence >= 0.5
     row = next(l for l in out.splitlines()
                if l.startswith(f"{LAYER[signal]} {states.SIGNALS[signal].label} "))
     assert row.split(maxsplit=2)[2].index(st.letter) == 10
@@ -107,8 +112,8 @@ def test_the_worst_state_of_a_cell_is_shown(tmp_path):
     assert "N" in row and "D" not in row            # several steps per column
 
 
-FROZEN = states.State("frozen", True, 0.7, "F", "bold blue", "stopped changing",
-                      "Give its parameters to an optimizer.")
+WOBBLY = states.State("wobbly", True, 0.7, "W", "bold blue", "started to wobble",
+                      "Hold it steady.")
 
 
 @pytest.fixture
@@ -123,23 +128,23 @@ def test_a_registered_state_reaches_every_reader(tmp_path, capsys, registry, sig
     """One `register` call, nothing else: a new signal, or a new state of a known one."""
     if signal == "activation":
         old = registry.ACTIVATION
-        registry.register(dataclasses.replace(old, states=old.states + (FROZEN,)))
+        registry.register(dataclasses.replace(old, states=old.states + (WOBBLY,)))
     else:
-        registry.register(states.Signal("update", "normal", (states.State("normal", False), FROZEN),
+        registry.register(states.Signal("update", "normal", (states.State("normal", False), WOBBLY),
                                         short="upd"))
     label = registry.SIGNALS[signal].label
-    assert parse_states("dead,frozen") == ("dead", "frozen")
-    assert "frozen" in registry.failure_names() and "frozen" in registry.worst_first()
-    t = TraceMaker().tr(0, "net.0", "normal", signal=signal).tr(12, "net.0", "frozen", signal=signal)
+    assert parse_states("dead,wobbly") == ("dead", "wobbly")
+    assert "wobbly" in registry.failure_names() and "wobbly" in registry.worst_first()
+    t = TraceMaker().tr(0, "net.0", "normal", signal=signal).tr(12, "net.0", "wobbly", signal=signal)
     t.end(40)
     analysis, out = report_of(tmp_path, t)
     top = analysis.hypotheses[0]
-    assert (top.symptom, top.layer, top.signal) == ("frozen", "net.0", signal)
-    assert "stopped changing at step 12" in top.summary and top.fix == FROZEN.fix
+    assert (top.symptom, top.layer, top.signal) == ("wobbly", "net.0", signal)
+    assert "started to wobble at step 12" in top.summary and top.fix == WOBBLY.fix
     assert top.confidence == round(0.55 * 0.7, 2)
     row = next(l for l in out.splitlines() if l.startswith(f"net.0 {label} "))
-    assert row.split(maxsplit=2)[2].index("F") == 12
-    assert "F frozen" in out and theme().styles["state.frozen"].color.name == "blue"
+    assert row.split(maxsplit=2)[2].index("W") == 12
+    assert "W wobbly" in out and theme().styles["state.wobbly"].color.name == "blue"
     path = t.write(tmp_path / "t.jsonl")
-    assert main(["explain", "--fail-on", "frozen", path]) == 3
+    assert main(["explain", "--fail-on", "wobbly", path]) == 3
     assert main(["explain", "--fail-on", "dead", path]) == 0

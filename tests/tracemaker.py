@@ -13,7 +13,8 @@ class TraceMaker:
     """Builds the events of one trace; `from` of each transition follows the layer's history."""
 
     def __init__(self, layers=MLP, *, script="train.py", rank=0, world_size=1, run_id=None,
-                 lr=0.05, optimizer="SGD", healthy_start=True):
+                 lr=0.05, optimizer="SGD", healthy_start=True, weights=None):
+        """weights: {layer: (weight_rms, init_rule, init_rms)}, the model event's weight scale."""
         self.layers = {name: (typ, kind) for name, typ, kind in layers}
         self.layers["(input)"] = ("input", "input")
         self.layers["(loss)"] = ("loss", "loss")
@@ -24,7 +25,8 @@ class TraceMaker:
              "argv": [script], "torch": "2.13.0", "thresholds": {}, "rank": rank,
              "world_size": world_size, "pid": 1, "run_id": run_id, "time": "2026-01-01T00:00:00"},
             {"event": "model", "step": 0, "root": "Sequential",
-             "layers": [{"name": n, "type": t, "kind": k, "params": 10} for n, t, k in layers]}]
+             "layers": [{"name": n, "type": t, "kind": k, "params": 10, **_scale(weights, n)}
+                        for n, t, k in layers]}]
         if lr is not None:
             self.events.append({"event": "hparams", "step": 0, "optimizer": optimizer,
                                 "optimizer_index": 0, "lr": [lr], "previous_lr": None})
@@ -62,6 +64,13 @@ class TraceMaker:
     def write(self, path) -> str:
         path.write_text("".join(json.dumps(e) + "\n" for e in self.events), encoding="utf-8")
         return str(path)
+
+
+def _scale(weights, name) -> dict:
+    if not weights or name not in weights:
+        return {}
+    rms, rule, init = weights[name]
+    return {"weight_rms": rms, "init_rule": rule, "init_rms": init}
 
 
 def dying_relu(**kw) -> TraceMaker:

@@ -1,10 +1,24 @@
 """What the cause and echo rules may look at besides the episode itself."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import NamedTuple
 
+from .. import states
+from ..thresholds import InitThresholds
 from ..trace import INPUT_LAYER
+from .echoes import HORIZON
 from .runs import is_number
+
+_UPDATE = states.UPDATE.name
+
+
+class BigUpdate(NamedTuple):
+    """A layer's stretch of updates too large for its weights."""
+    onset: int
+    end: int | None
+    layer: str
+    ratio: float            # ||dW|| / ||W|| when it began
 
 
 @dataclass
@@ -13,6 +27,7 @@ class Context:
     runs: list
     order: dict
     models: list
+    _big: dict = field(default_factory=dict)    # run -> its BigUpdate list, once asked
 
     def hparams(self, run: int) -> list:
         return self.runs[run].hparams
@@ -29,7 +44,34 @@ class Context:
         found = next((m for m in self.models if any(l["name"] == layer for l in m)), None)
         return found if found is not None else [l for m in self.models for l in m]
 
+    def big_updates(self, run: int, step: int) -> list:
+        """The stretches of updates too large for the weights going on at `step`, or over
+        at most HORIZON steps before it."""
+        found = self._big.get(run)
+        if found is None:
+            found = self._big[run] = _big_updates(self.runs[run])
+        return [u for u in found if u.onset <= step and (u.end is None or u.end + HORIZON >= step)]
+
+    def init_factor(self, run: int) -> float:
+        """The run's init.scale_factor: how far off its fan-in scale a weight is named."""
+        init = self.runs[run].thresholds.get("init")
+        value = init.get("scale_factor") if isinstance(init, dict) else None
+        return value if is_number(value) and value > 1 else InitThresholds.scale_factor
+
 
 def models_of(runs: list) -> list:
     """The layer lists of the first trace's model events (the ranks share one model)."""
     return [m for r in runs[:1] for m in r.models]
+
+
+def _big_updates(run) -> list:
+    out = []
+    for (layer, signal), track in run.tracks.items():
+        if signal != _UPDATE:
+            continue
+        ts = track.transitions
+        for t, nxt in zip(ts, ts[1:] + [None]):
+            ratio = t.get("stats", {}).get("update_ratio") if isinstance(t.get("stats"), dict) else None
+            if t["to"] == "too_large" and is_number(ratio):
+                out.append(BigUpdate(t["step"], nxt["step"] if nxt else None, layer, float(ratio)))
+    return out

@@ -3,8 +3,13 @@ from __future__ import annotations
 
 import math
 
+from .. import states
 from ..trace import INPUT_LAYER
 from .runs import ACT, GRAD
+
+LOSS = states.LOSS.name
+LOOP = states.LOOP.name
+UPDATE = states.UPDATE.name
 
 WINDOW = 5            # steps: onsets of one story differ by the debounce and a few updates
 HORIZON = 4 * WINDOW  # no rule links a failure to one that ended longer ago than this
@@ -107,6 +112,47 @@ def relapses(a, b, ctx):
     return None
 
 
+def loop_mistake_spreads(a, b, ctx):
+    """A mistake of the loop itself distorts every step after it: gradients never reset sum
+    up (so updates grow and the loss swings); a model trained in eval() mode runs without
+    Dropout and with BatchNorm's running statistics."""
+    if a.signal != LOOP or b.signal == LOOP or b.run != a.run or not _active(a, b.onset):
+        return None
+    if a.state == "no_zero_grad":
+        return f"the gradients are never reset (since step {a.onset}): each update sums them all"
+    return f"the training loop has been {a.state} since step {a.onset}"
+
+
+def big_updates_throw_off(a, b, ctx):
+    """Updates too large for the weights move every layer far in one step: outputs jump,
+    units die or saturate, gradients blow up, the loss spikes; the same steps are too large
+    for the other layers. An exploding gradient or a loss spike met in the same steps tells
+    the same story."""
+    if b.run != a.run or b.layer == INPUT_LAYER:
+        return None
+    if a.signal == UPDATE and a.state == "too_large" and _active(a, b.onset) \
+            and (b.signal in (ACT, GRAD, LOSS) or b.signal == UPDATE and b.state == "too_large"):
+        ratio = a.stats.get("update_ratio")
+        size = f" ({ratio:.2g} of its weights)" if isinstance(ratio, (int, float)) else ""
+        return f"updates too large for {a.layer}'s weights{size} since step {a.onset} throw the model off"
+    started = (a.signal == LOSS and a.state in ("spiking", "diverging")) or \
+        (a.signal == GRAD and a.state == "exploding")
+    if started and b.signal == UPDATE and b.state == "too_large" and _soon(a, b):
+        return f"the same over-large steps: {a.layer} {a.state} at step {a.onset}"
+    return None
+
+
+def shows_in_loss(a, b, ctx):
+    """A layer that failed (dead, saturated, frozen, NaN, ...) shows in the loss: it stalls,
+    rises or turns NaN while the failure lasts."""
+    known = states.state_of(a.signal, a.state)
+    if b.signal != LOSS or a.signal == LOSS or b.run != a.run or known is None \
+            or not known.failure or not _active(a, b.onset):
+        return None
+    return f"{a.layer} {a.signal} {a.state} since step {a.onset} shows in the loss"
+
+
 ECHOES = [nonfinite_spreads, dead_cuts_gradients, change_spreads_forward,
           bigger_activations_bigger_gradients, gradient_flows_backward, bad_update_corrupts_weights,
-          same_failure_other_rank, worsens_in_place, relapses]
+          same_failure_other_rank, worsens_in_place, relapses, loop_mistake_spreads,
+          big_updates_throw_off, shows_in_loss]

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from .. import states
-from ..trace import INPUT_LAYER
+from ..trace import INPUT_LAYER, LOOP_LAYER, LOSS_LAYER
 from .echoes import WINDOW
 from .episodes import Episode
 from .runs import ACT, Run, is_int
@@ -23,7 +23,13 @@ def describe(ep) -> str:
     if ep.layer == INPUT_LAYER:
         verb = _INPUT_VERB.get(ep.state) or verb_of(ep).removeprefix("output ")
         return f"the model's input (the batch) {verb}"
+    if ep.layer == LOSS_LAYER:
+        return f"the loss {verb_of(ep)}"
+    if ep.layer == LOOP_LAYER:
+        return f"the training loop {verb_of(ep)}"
     who = f"{ep.layer} ({ep.module_type})"
+    if ep.signal == states.UPDATE.name:
+        return f"{who} {verb_of(ep)}"
     if ep.signal != ACT:
         return f"the {ep.signal} of {who} {verb_of(ep)}"
     if ep.stats.get("observed") == _SEEN_AT_INPUT:
@@ -45,6 +51,10 @@ def _num(v) -> str:
     return f"{v:.3g}"
 
 
+def _names(v) -> str:
+    return ", ".join(map(str, v)) if isinstance(v, list) else "?"
+
+
 def _pct(v) -> str:
     return f"{v:.0%}" if isinstance(v, (int, float)) and not isinstance(v, bool) else _num(v)
 
@@ -58,10 +68,17 @@ _STATS = (  # (key, label): the numbers of a transition, in the words of the rep
     ("rms_ratio", lambda s: f"x{_num(s['rms_ratio'])} its recent median ({_num(s.get('rms_median'))})"),
     ("sparsity_shift", lambda s: f"inactive share moved {_num(s['sparsity_shift'])} from "
                                  f"{_num(s.get('sparsity_median'))}"),
+    ("update_ratio", lambda s: f"update {_num(s['update_ratio'])} of the weights' norm"),
     ("grad_norm", lambda s: f"gradient norm {_num(s['grad_norm'])}"),
     ("grad_norm_median", lambda s: f"recent median {_num(s['grad_norm_median'])}"),
     ("ratio_to_largest", lambda s: f"{_num(s['ratio_to_largest'])} of the largest layer's"),
     ("model_max_grad_norm", lambda s: f"largest layer norm {_num(s['model_max_grad_norm'])}"),
+    ("in_no_optimizer", lambda s: "in no optimizer"),
+    ("loss", lambda s: f"loss {_num(s['loss'])}"),
+    ("loss_median", lambda s: f"recent median {_num(s['loss_median'])}"),
+    ("loss_start", lambda s: f"starting level {_num(s['loss_start'])}"),
+    ("steps_without_reset", lambda s: f"{_num(s['steps_without_reset'])} steps without a gradient reset"),
+    ("models", lambda s: f"in eval() mode: {_names(s['models'])}"),
 )
 
 

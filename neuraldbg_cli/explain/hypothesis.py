@@ -8,6 +8,7 @@ from . import rules
 from .evidence import aftermath, cap, describe, folded, numbers
 
 ECHO_DISCOUNT = 0.9     # a consequence is believed a little less than the origin it hangs on
+SUPPORTS = 0.7          # a finding this strong adds its evidence to a stronger one of its cause
 
 
 @dataclass(kw_only=True)
@@ -45,23 +46,30 @@ def origin(ep, chain: list, ctx) -> Hypothesis:
     """The story of `chain` named after `ep`: the strongest cause found for it (or for the
     chain's first sign), believed as much as the state is severe and the story lasted."""
     first = chain[0]
-    found = [f for e in dict.fromkeys([ep, first]) for rule in rules.CAUSES
-             if (f := rule(e, ctx)) is not None]
-    best = max(found, key=lambda f: f.strength)     # max keeps the first of equals: list order
+    found = {}      # rule -> its finding on the subject, else on the chain's first sign
+    for e in dict.fromkeys([ep, first]):
+        for rule in rules.CAUSES:
+            if rule not in found and (f := rule(e, ctx)) is not None:
+                found[rule] = f
+    best = max(found.values(), key=lambda f: f.strength)   # max keeps the first of equals
     factor, recovered = persistence(chain)
     unconfirmed = 0.6 if ep.stats.get("unconfirmed") else 1.0
     confidence = round(best.strength * states.severity(ep.state, 0.6) * factor * unconfirmed, 2)
     on_rank = f" on rank {ep.rank}" if len(ctx.runs) > 1 else ""
     sign = [f"first sign, {numbers(first)}"] if first is not ep else []
     others = [e for e in chain if e is not ep and e is not first]
-    evidence = [numbers(ep), *sign, *best.evidence,
+    # (the other strong findings of the same cause add their evidence: a rate raised, and the
+    # updates it made too large)
+    support = [line for f in found.values() if f is not best and f.cause == best.cause
+               and f.strength >= SUPPORTS for line in f.evidence]
+    evidence = [numbers(ep), *sign, *dict.fromkeys([*best.evidence, *support]),
                 *aftermath(ep, others, recovered, ctx.runs[ep.run], len(ctx.runs) > 1)]
     return Hypothesis(
         symptom=ep.state, layer=ep.layer, step=ep.onset, cause=best.cause,
         confidence=confidence, summary=f"{cap(describe(ep))} at step {ep.onset}{on_rank}: {best.why}.",
         evidence=[e for e in evidence if e], fix=best.fix, process_rank=ep.rank,
         signal=ep.signal, module_type=ep.module_type, recovered=recovered,
-        alternatives=list(dict.fromkeys(f.cause for f in found
+        alternatives=list(dict.fromkeys(f.cause for f in found.values()
                                         if f.cause not in (best.cause, "unknown"))))
 
 

@@ -10,7 +10,7 @@ from rich.theme import Theme
 
 from .. import states
 from ..inert import inert
-from .runs import INPUT_TYPE
+from ..trace import PSEUDO_LAYERS
 from .timeline import Timeline
 
 SHOWN = 5           # origins shown in full; the rest get one line each (all are in --json)
@@ -89,7 +89,7 @@ def hypothesis(h, multi: bool = False) -> Group:
     """One origin: headline, summary, evidence, fix."""
     head = Text(f"#{h.position} ", style="position")
     head.append(h.symptom, style=f"state.{h.symptom}")
-    where = h.layer if h.module_type == INPUT_TYPE else f"{h.layer} ({h.module_type})"
+    where = h.layer if h.layer in PSEUDO_LAYERS else f"{h.layer} ({h.module_type})"
     head.append(inert(f" {h.signal} in {where} at step {h.step}"))
     head.append(f" on rank {h.process_rank}" if multi else "")
     head.append(" | cause ")

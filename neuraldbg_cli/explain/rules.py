@@ -1,26 +1,18 @@
 """Cause rules: what started a failure (CAUSES), each with its evidence and a concrete fix."""
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from .. import states
 from ..trace import INPUT_LAYER
+from . import dynamics, mistakes, rates
 from .echoes import WINDOW
+from .finding import Finding
+from .runs import ACT, GRAD
 
 LR_WINDOW = 20      # steps: how long after a learning-rate increase a failure is blamed on it
+PEAK_RISE = 3.0     # a rise this large stays to blame while the rate it reached is in force
 UNSCALED_RMS = 20.0   # input rms from which data looks unstandardised (images in 0..255: ~100)
-_ADAPTIVE = ("Adam", "AdamW", "Adamax", "NAdam", "RAdam", "RMSprop", "Adagrad", "Adadelta")
-
-
-@dataclass(frozen=True)
-class Finding:
-    """One rule's verdict on an origin: the cause, how strongly the trace supports it (0..1),
-    a clause for the summary, the evidence lines and a concrete fix."""
-    cause: str
-    strength: float
-    why: str
-    evidence: tuple
-    fix: str
+# States a learning rate too high can bring about.
+_LR_STATES = ("dead", "saturated", "exploding", "nonfinite", "spiking", "diverging", "too_large")
 
 
 _FIX_LR = {
@@ -87,7 +79,7 @@ def raised_learning_rate(ep, ctx):
         return None
     then, now, ratio, jump = rise
     lag = ep.onset - now["step"]
-    change = f"{_lrs(then['lr'])} -> {_lrs(now['lr'])} (x{ratio:.3g})"
+    change = f"{rates.shown(then['lr'])} -> {rates.shown(now['lr'])} (x{ratio:.3g})"
     when = f"at step {now['step']}" if jump else f"from step {then['step']} to step {now['step']}"
     return Finding("learning_rate", 0.85 if ratio >= 3 and lag <= WINDOW * 2 else 0.7,
                    f"the learning rate was raised {change} {_ago(lag)}",
@@ -100,26 +92,49 @@ def _lr_rise(hparams: list, onset: int):
     """(hparams then, hparams now, ratio, one jump?): the largest rise of an optimizer's
     learning rate over the LR_WINDOW steps up to the onset, if at least x1.5; else None."""
     best = None
-    for index in {h.get("optimizer_index", 0) for h in hparams}:
-        seen = [h for h in hparams if h.get("optimizer_index", 0) == index and h["step"] <= onset]
-        if not seen:
-            continue
+    for seen in rates.by_optimizer(hparams, onset):
         early = [h for h in seen if h["step"] <= onset - LR_WINDOW] or seen[:1]
         then, now = early[-1], seen[-1]
-        ratio = _lr_ratio(now["lr"], then["lr"])
+        ratio = rates.ratio(now["lr"], then["lr"])
         if ratio >= 1.5 and onset - now["step"] <= LR_WINDOW and (best is None or ratio > best[2]):
             best = (then, now, ratio, seen.index(now) - seen.index(then) == 1)
     return best
 
 
-def high_learning_rate(ep, ctx):
-    """A learning rate that is large for its optimizer when a layer dies or blows up."""
-    if ep.state not in ("dead", "exploding", "nonfinite"):
+def long_at_peak(ep, ctx):
+    """The learning rate was raised long before the onset and the run's highest rate has been
+    in force ever since: the model stood the peak for a while, then broke under it."""
+    if ep.state not in _LR_STATES or _lr_rise(ctx.hparams(ep.run), ep.onset) is not None:
         return None
-    h = next((h for h in reversed(ctx.hparams(ep.run)) if h["step"] <= ep.onset), None)
-    lr = max((v for v in (h or {}).get("lr") or [] if isinstance(v, (int, float))), default=0)
+    for seen in rates.by_optimizer(ctx.hparams(ep.run), ep.onset):
+        now = seen[-1]
+        top = max(rates.peak(h["lr"]) for h in seen)
+        lows = [i for i, h in enumerate(seen) if rates.ratio(now["lr"], h["lr"]) >= PEAK_RISE]
+        if not lows or rates.peak(now["lr"]) < 0.9 * top:
+            continue
+        then = seen[lows[-1]]
+        reached = next(h for h in seen[lows[-1] + 1:] if rates.ratio(now["lr"], h["lr"]) < PEAK_RISE)
+        lag = ep.onset - reached["step"]
+        change = f"{rates.shown(then['lr'])} -> {rates.shown(now['lr'])}"
+        return Finding("learning_rate", 0.75,
+                       f"the learning rate was raised {change} at step {reached['step']} and "
+                       f"stayed at the run's highest until the onset, {lag} steps later",
+                       (f"{now.get('optimizer', 'optimizer')} learning rate raised {change} "
+                        f"(x{rates.ratio(now['lr'], then['lr']):.3g}) by step {reached['step']}, "
+                        f"at its peak for the {lag} steps up to the onset",),
+                       _FIX_LR.get(ep.state, "Lower the peak learning rate, or decay it sooner."))
+    return None
+
+
+def high_learning_rate(ep, ctx):
+    """A learning rate that is large for its optimizer when a layer dies or blows up, or the
+    loss swings or stalls."""
+    if ep.state not in (*_LR_STATES, "stalled"):
+        return None
+    h = rates.in_force(ctx.hparams(ep.run), ep.onset)
+    lr = rates.peak((h or {}).get("lr"))
     opt = (h or {}).get("optimizer", "")
-    if lr < (0.01 if opt in _ADAPTIVE else 1.0):
+    if lr < (0.01 if opt in rates.ADAPTIVE else 1.0):
         return None
     return Finding("learning_rate", 0.55, f"the learning rate {lr:g} is high for {opt}",
                    (f"{opt} learning rate {lr:g} in effect at step {ep.onset}",),
@@ -128,7 +143,7 @@ def high_learning_rate(ep, ctx):
 
 def present_from_start(ep, ctx):
     """Unhealthy from the layer's first observation: the initial weights put it there."""
-    if ep.previous is not None:
+    if ep.previous is not None or ep.signal not in (ACT, GRAD):
         return None
     return Finding("initialization", 0.75, f"{ep.state} from its first observed step, so the "
                    "initial weights put it there",
@@ -171,23 +186,14 @@ def unexplained(ep, ctx):
                    else "Lower the learning rate.")
 
 
-CAUSES = [bad_batch, unscaled_input, raised_learning_rate, high_learning_rate, present_from_start,
-          deep_saturating_stack, deep_without_norm, unexplained]
-
-
-def _lr_ratio(new: list, old: list) -> float:
-    pairs = [(n, o) for n, o in zip(new, old) if isinstance(n, (int, float))
-             and isinstance(o, (int, float)) and o > 0]
-    return max((n / o for n, o in pairs), default=0.0)
+# In order of preference where two are equally strong (max keeps the first).
+CAUSES = [mistakes.loop_mistake, bad_batch, unscaled_input, raised_learning_rate,
+          dynamics.updates_too_large, long_at_peak, high_learning_rate, dynamics.weights_off_scale,
+          present_from_start, deep_saturating_stack, deep_without_norm, unexplained]
 
 
 def _ago(n: int) -> str:
     return "in the same step" if n == 0 else f"{n} step before" if n == 1 else f"{n} steps before"
-
-
-def _lrs(values) -> str:
-    values = values or []
-    return ", ".join(f"{v:g}" for v in values if isinstance(v, (int, float))) or "?"
 
 
 def _has_norm(layers) -> bool:

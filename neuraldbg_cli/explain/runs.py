@@ -10,7 +10,6 @@ from ..trace import Trace
 
 ACT = states.ACTIVATION.name
 GRAD = states.GRADIENT.name
-INPUT_TYPE = "input"        # the module_type the trace gives the pseudo-layer INPUT_LAYER
 
 
 KEPT_EPISODES = 8   # per layer and signal; later ones fold into the last (a flapping layer)
@@ -79,6 +78,7 @@ class Run:
     reached: set            # every state some transition entered (the --fail-on gate)
     seen_step: int          # the largest step of any transition or learning-rate change
     notes: list
+    thresholds: dict        # run_start's effective thresholds ({} if not given)
 
     @property
     def last_step(self) -> int:
@@ -113,6 +113,10 @@ def _get(event: dict, key: str, ok, default=None):
 
 def _str(v) -> bool:
     return isinstance(v, str)
+
+
+def _dict(v) -> bool:
+    return isinstance(v, dict)
 
 
 def digest(trace: Trace) -> Run:
@@ -153,7 +157,7 @@ def digest(trace: Trace) -> Run:
         exit_code=_get(end, "exit_code", is_int), error=_get(end, "error", _str),
         layers=[l for m in models for l in m], models=models,
         hparams=sorted(hparams, key=lambda e: e["step"]), tracks=tracks, reached=reached,
-        seen_step=seen, notes=notes)
+        seen_step=seen, notes=notes, thresholds=_get(start, "thresholds", _dict, {}))
 
 
 def gate(runs: list, wanted) -> list:

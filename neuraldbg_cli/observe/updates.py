@@ -16,7 +16,6 @@ from typing import NamedTuple
 
 import torch
 
-
 # Only the rows of the batch's tokens change at a step: a sample may miss all of them, so an
 # unchanged sample of these says nothing.
 _SPARSE_ROWS = ("Embedding", "EmbeddingBag")

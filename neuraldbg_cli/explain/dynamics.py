@@ -1,0 +1,106 @@
+"""Cause rules from the learning dynamics: updates too large for the weights (the learning
+rate, constant, or without a warm-up) and weights off their fan-in scale at first sight (the
+initialisation)."""
+from __future__ import annotations
+
+from . import rates
+from .echoes import WINDOW
+from .finding import Finding
+from .runs import ACT, GRAD, is_number
+
+HEALTHY_UPDATE = 1e-3   # ||dW|| / ||W|| a step: the practitioner's rule of thumb for healthy
+WARMUP_STEPS = 100      # a failure this early, with the full rate from step 0: no warm-up
+# What updates too large bring about (in the model, the loss, or the updates themselves).
+_STRUCK = ("dead", "saturated", "anomalous", "exploding", "vanishing", "nonfinite",
+           "spiking", "diverging", "stalled", "too_large")
+# What weights far off their scale at the start bring about.
+_FROM_INIT = ("dead", "saturated", "exploding", "vanishing", "nonfinite")
+_RULE = {"he": "He", "xavier": "Xavier"}
+
+_FIX_UPDATES = ("Lower the learning rate until updates are near 1e-3 of the weights (try 10x "
+                "lower first), warm it up over the first few hundred steps, and clip gradients "
+                "(torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)).")
+_FIX_SCALE = {
+    "he": "Initialise with He/Kaiming (nn.init.kaiming_normal_, nonlinearity='relu'), or keep "
+          "PyTorch's default init: no custom scale.",
+    "xavier": "Initialise with Xavier/Glorot (nn.init.xavier_uniform_, gain for tanh 5/3), or "
+              "keep PyTorch's default init: no custom scale.",
+}
+
+
+def updates_too_large(ep, ctx):
+    """Updates far above ~1e-3 of the weights at or before the onset: the learning rate is
+    too high for this model, whether constant, started without a warm-up, or raised."""
+    if ep.state not in _STRUCK or ep.signal not in (ACT, GRAD, "loss", "update"):
+        return None
+    big = ctx.big_updates(ep.run, ep.onset)
+    if not big:
+        return None
+    first = min(big, key=lambda u: u.onset)
+    worst = max(big, key=lambda u: u.ratio)
+    layers = list(dict.fromkeys(u.layer for u in big))
+    h = rates.in_force(ctx.hparams(ep.run), ep.onset)
+    rate = _rate_story(ctx.hparams(ep.run), h, ep.onset)
+    evidence = [f"updates of {worst.layer} were {worst.ratio:.2g} of its weights' norm at step "
+                f"{worst.onset} (about {worst.ratio / HEALTHY_UPDATE:.0f}x the healthy ~1e-3 a step)"]
+    if len(layers) > 1:
+        more = f" and {len(layers) - 4} more" if len(layers) > 4 else ""
+        evidence.append(f"{len(layers)} layers took updates too large for their weights from step "
+                        f"{first.onset}: {', '.join(layers[:4])}{more}")
+    if rate:
+        evidence.append(rate)
+    lr = f" ({rates.shown(h['lr'])})" if h else ""
+    return Finding("learning_rate", 0.8,
+                   f"updates of up to {worst.ratio:.2g} of the weights a step: the learning rate{lr} "
+                   "is too high for this model", tuple(evidence), _FIX_UPDATES)
+
+
+def _rate_story(hparams: list, h: dict | None, onset: int) -> str:
+    """How the learning rate in force came to be: constant, and if so whether warmed up."""
+    if h is None:
+        return ""
+    same = [e for e in hparams if e.get("optimizer_index", 0) == h.get("optimizer_index", 0)
+            and e["step"] <= onset]
+    opt = h.get("optimizer", "optimizer")
+    if len(same) != 1:
+        return ""       # (a rate that changed: the learning-rate rules tell how)
+    told = f"{opt} learning rate {rates.shown(h['lr'])}, constant from step {h['step']}"
+    if onset <= WARMUP_STEPS and opt in rates.ADAPTIVE:
+        told += ", with no warm-up"
+    return told
+
+
+def weights_off_scale(ep, ctx):
+    """At first sight the weights feeding the layer were far off the fan-in rule of the
+    activation after them (He for ReLU, Xavier otherwise): a layer unhealthy from the start
+    owes it to them."""
+    if ep.state not in _FROM_INIT or ep.signal not in (ACT, GRAD) \
+            or (ep.previous is not None and ep.onset > WINDOW):
+        return None
+    factor = ctx.init_factor(ep.run)
+    layers = ctx.model_of(ep.layer)
+    upto = next((i for i, l in enumerate(layers) if l["name"] == ep.layer), len(layers) - 1)
+    off = [(l, _scale(l)) for l in layers[:upto + 1]]
+    off = [(l, s) for l, s in off if s is not None and (s >= factor or s <= 1 / factor)]
+    if not off:
+        return None
+    layer, scale = off[-1]      # the nearest before the failing layer feeds it
+    rule = _RULE.get(layer.get("init_rule"), str(layer.get("init_rule")))
+    times = f"{scale:.2g}x" if scale >= 1 else f"1/{1 / scale:.2g} of"
+    evidence = [f"at first sight {layer['name']}'s weights had rms {layer['weight_rms']:.3g}, "
+                f"{times} the {rule} scale for its fan-in ({layer['init_rms']:.3g})"]
+    if len(off) > 1:
+        evidence.append(f"{len(off)} weight layers up to it are off their fan-in scale: "
+                        + ", ".join(f"{l['name']} {s:.2g}x" for l, s in off[:6]))
+    return Finding("initialization", 0.9,
+                   f"the weights of {layer['name']} started at {times} the {rule} scale",
+                   tuple(evidence),
+                   _FIX_SCALE.get(layer.get("init_rule"), _FIX_SCALE["xavier"]))
+
+
+def _scale(layer: dict) -> float | None:
+    """weight_rms / init_rms of a model event's layer, or None where not both are known."""
+    w, ref = layer.get("weight_rms"), layer.get("init_rms")
+    if is_number(w) and is_number(ref) and ref > 0 and w > 0:
+        return w / ref
+    return None

@@ -1,0 +1,49 @@
+"""Cause rule for mistakes of the training loop itself: gradients never reset, training in
+eval() mode, parameters in no optimizer (or never changed), a graph cut before a layer."""
+from __future__ import annotations
+
+from .. import states
+from .finding import Finding
+
+LOOP = states.LOOP.name
+UPDATE = states.UPDATE.name
+
+
+def loop_mistake(ep, ctx):
+    """The loop, not the model, the data or the hyperparameters: a state of the (loop)
+    pseudo-layer, or a layer that never learns although its parameters get gradients."""
+    if ep.signal == LOOP and ep.state == "no_zero_grad":
+        n = ep.stats.get("steps_without_reset")
+        since = f" for {n} optimizer steps in a row" if isinstance(n, int) else ""
+        return _finding(ep, 0.95, "the gradients are never reset, so every optimizer step applies "
+                        "the sum of all the gradients so far",
+                        f"no optimizer.zero_grad() (nor model.zero_grad(), nor gradients set to "
+                        f"None){since} up to step {ep.onset}; gradient accumulation would reset "
+                        "every few steps")
+    if ep.signal == LOOP and ep.state == "eval_mode":
+        models = ", ".join(map(str, ep.stats.get("models") or [])) or "the model"
+        return _finding(ep, 0.9, f"{models} trained in eval() mode from step {ep.onset}: "
+                        "model.eval() without model.train() after it",
+                        f"{models} ran in eval() mode while the optimizer updated it (from step "
+                        f"{ep.onset}): Dropout is off, BatchNorm uses its running statistics")
+    if ep.signal == UPDATE and ep.state == "frozen":
+        if ep.stats.get("in_no_optimizer"):
+            return _finding(ep, 0.9, "its parameters get gradients but no optimizer holds them "
+                            "(was the layer replaced after the optimizer was built?)",
+                            f"{ep.layer}'s parameters got gradients at step {ep.onset} but are in "
+                            "no optimizer: its weights never change")
+        return _finding(ep, 0.9, "its parameters get gradients but the optimizer never changes "
+                        "them (a learning rate of 0?)",
+                        f"{ep.layer}'s weights did not change from step {ep.onset} although its "
+                        "gradient is not zero")
+    if ep.signal == UPDATE and ep.state == "detached":
+        return _finding(ep, 0.9, "it gets no gradient while the layers after it do: the graph "
+                        "is cut between it and the loss",
+                        f"no gradient reached {ep.layer}'s parameters at step {ep.onset}, while "
+                        "layers after it got theirs")
+    return None
+
+
+def _finding(ep, strength: float, why: str, line: str) -> Finding:
+    known = states.state_of(ep.signal, ep.state)
+    return Finding("training_loop", strength, why, (line,), known.fix if known else "")

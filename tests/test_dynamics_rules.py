@@ -1,0 +1,157 @@
+"""explain on the learning dynamics and the loop: a learning rate too high (constant, long at
+its peak, no warm-up), weights off their fan-in scale, and the loop's own mistakes, each
+named as the origin of the failures it causes, with the numbers quoted."""
+import pytest
+
+from neuraldbg_cli.explain import echoes
+from neuraldbg_cli.explain.analysis import analyze
+from neuraldbg_cli.explain.episodes import Episode
+from neuraldbg_cli.trace import read_trace
+from tracemaker import TraceMaker
+
+TANH3 = [("fc1", "Linear", "param"), ("act1", "Tanh", "tanh"), ("fc2", "Linear", "param"),
+         ("act2", "Tanh", "tanh"), ("fc3", "Linear", "param"), ("act3", "Tanh", "tanh"),
+         ("out", "Linear", "param")]
+
+
+def explain(tmp_path, maker):
+    return analyze([read_trace(maker.write(tmp_path / "t.jsonl"))])
+
+
+def origins(analysis):
+    return [h for h in analysis.hypotheses if h.origin is None]
+
+
+def big_update(t, step, layer, ratio):
+    return t.tr(step, layer, "too_large", signal="update", update_ratio=ratio, grad_norm=2.0)
+
+
+def test_constant_learning_rate_too_high_outranks_the_deaths_it_causes(tmp_path):
+    t = TraceMaker(lr=0.5)
+    big_update(big_update(t, 12, "net.0", 0.8), 12, "net.2", 0.6)
+    t.tr(20, "net.1", "dead", dead_ratio=0.95).tr(26, "net.3", "dead", dead_ratio=0.9)
+    a = explain(tmp_path, t.end(100))
+    top = a.hypotheses[0]
+    assert (top.symptom, top.signal, top.step, top.cause) == ("too_large", "update", 12, "learning_rate")
+    assert top.layer in ("net.0", "net.2")
+    assert top.confidence >= 0.7 and len(origins(a)) == 1
+    assert any("0.8 of its weights' norm" in e and "800x the healthy" in e for e in top.evidence)
+    assert any("SGD learning rate 0.5, constant from step 0" in e for e in top.evidence)
+    dead = [h for h in a.hypotheses if h.symptom == "dead"]
+    assert {h.layer for h in dead} == {"net.1", "net.3"}
+    assert all(h.cause == "upstream" and h.origin is top for h in dead)
+
+
+def test_failure_long_after_a_rise_while_the_peak_rate_is_in_force(tmp_path):
+    t = TraceMaker(lr=0.01).lr(100, 0.05, 0.01).tr(154, "net.1", "dead", dead_ratio=0.96)
+    top = explain(tmp_path, t.end(200)).hypotheses[0]
+    assert (top.symptom, top.step, top.cause) == ("dead", 154, "learning_rate")
+    assert "raised 0.01 -> 0.05 at step 100" in top.summary and "54 steps later" in top.summary
+
+
+def test_a_rise_that_was_taken_back_is_not_blamed_long_after(tmp_path):
+    t = TraceMaker(lr=0.01).lr(100, 0.05, 0.01).lr(120, 0.01, 0.05)
+    t.tr(154, "net.1", "dead", dead_ratio=0.96)
+    assert explain(tmp_path, t.end(200)).hypotheses[0].cause == "unknown"
+
+
+def test_adam_without_warm_up_swinging_loss(tmp_path):
+    t = TraceMaker(lr=0.3, optimizer="Adam")
+    big_update(t, 10, "net.4", 3.1)
+    t.tr(11, "(loss)", "spiking", signal="loss", loss=15.0, loss_median=0.7, loss_start=2.3)
+    a = explain(tmp_path, t.end(80))
+    top = a.hypotheses[0]
+    assert (top.symptom, top.cause) == ("too_large", "learning_rate") and len(origins(a)) == 1
+    assert any("Adam learning rate 0.3, constant from step 0, with no warm-up" in e
+               for e in top.evidence)
+    spike = next(h for h in a.hypotheses if h.signal == "loss")
+    assert spike.origin is top and "loss 15, recent median 0.7, starting level 2.3" in spike.evidence[1]
+    assert spike.summary.startswith("The loss spiked at step 11")
+
+
+def test_weights_far_above_the_xavier_scale_are_the_initialization(tmp_path):
+    """Three tanh layers with weight std 2.5 saturate from the first step: the weights, not
+    the stacking, since the same stack at the right scale trains."""
+    off = {"fc1": (2.5, "xavier", 0.0884), "fc2": (2.5, "xavier", 0.125), "out": (2.5, "xavier", 0.17)}
+    t = TraceMaker(TANH3, weights=off, healthy_start=False).tr(0, "act1", "saturated",
+                                                                saturated_ratio=0.99)
+    top = explain(tmp_path, t.end(50)).hypotheses[0]
+    assert (top.symptom, top.layer, top.cause) == ("saturated", "act1", "initialization")
+    assert "28x the Xavier scale" in top.summary
+    assert any("fc1's weights had rms 2.5, 28x the Xavier scale for its fan-in (0.0884)" in e
+               for e in top.evidence)
+    assert "architecture" in top.alternatives
+
+
+def test_the_same_stack_at_the_right_scale_is_the_architecture(tmp_path):
+    fine = {"fc1": (0.09, "xavier", 0.0884), "fc2": (0.1, "xavier", 0.125)}
+    t = TraceMaker(TANH3, weights=fine, healthy_start=False).tr(0, "act1", "saturated")
+    assert explain(tmp_path, t.end(50)).hypotheses[0].cause == "architecture"
+
+
+def test_gradients_never_reset_is_the_origin_of_what_follows(tmp_path):
+    t = TraceMaker().tr(2, "(loop)", "no_zero_grad", signal="loop", steps_without_reset=3)
+    t.tr(15, "net.0", "exploding", grad_norm=90.0).tr(20, "(loss)", "spiking", signal="loss", loss=9.0)
+    a = explain(tmp_path, t.end(60))
+    top = a.hypotheses[0]
+    assert (top.symptom, top.layer, top.cause) == ("no_zero_grad", "(loop)", "training_loop")
+    assert top.confidence >= 0.85 and len(origins(a)) == 1
+    assert top.summary.startswith("The training loop never reset the gradients at step 2")
+    assert any("for 3 optimizer steps in a row" in e for e in top.evidence)
+    assert {h.symptom for h in top.consequences} == {"exploding", "spiking"}
+
+
+def test_eval_mode_left_on_is_the_training_loop(tmp_path):
+    t = TraceMaker().tr(50, "(loop)", "eval_mode", signal="loop", models=["Net"])
+    top = explain(tmp_path, t.end(100)).hypotheses[0]
+    assert (top.symptom, top.cause) == ("eval_mode", "training_loop")
+    assert "Net trained in eval() mode from step 50" in top.summary
+    assert "model.train()" in top.fix
+
+
+def test_layer_in_no_optimizer_stalls_the_loss(tmp_path):
+    t = TraceMaker().tr(3, "net.4", "frozen", signal="update", in_no_optimizer=True, grad_norm=0.4)
+    t.tr(100, "(loss)", "stalled", signal="loss", loss=2.3, loss_median=2.29, loss_start=2.31)
+    a = explain(tmp_path, t.end(150))
+    top = a.hypotheses[0]
+    assert (top.symptom, top.layer, top.cause) == ("frozen", "net.4", "training_loop")
+    assert "no optimizer holds them" in top.summary and len(origins(a)) == 1
+    assert [h.symptom for h in top.consequences] == ["stalled"]
+
+
+def test_a_cut_graph_is_the_training_loop(tmp_path):
+    t = TraceMaker().tr(1, "net.0", "detached", signal="update")
+    top = explain(tmp_path, t.end(50)).hypotheses[0]
+    assert (top.symptom, top.cause) == ("detached", "training_loop")
+    assert "detach()" in top.fix
+
+
+def ep(layer, signal, state, onset, pos=0, end=None, run=0, **stats):
+    return Episode(run=run, rank=run, layer=layer, signal=signal, state=state, onset=onset,
+                   end=end, previous="normal", module_type="M", kind="k", pos=pos, stats=stats)
+
+
+@pytest.mark.parametrize("rule,a,b,echo", [
+    (echoes.loop_mistake_spreads, ep("(loop)", "loop", "no_zero_grad", 2),
+     ep("w", "gradient", "exploding", 30), True),
+    (echoes.loop_mistake_spreads, ep("(loop)", "loop", "no_zero_grad", 2, end=5),
+     ep("w", "gradient", "exploding", 30), False),              # fixed long before
+    (echoes.loop_mistake_spreads, ep("(loop)", "loop", "no_zero_grad", 2),
+     ep("w", "gradient", "exploding", 30, run=1), False),       # another run
+    (echoes.big_updates_throw_off, ep("w", "update", "too_large", 10, update_ratio=0.9),
+     ep("r", "activation", "dead", 14), True),
+    (echoes.big_updates_throw_off, ep("w", "update", "too_large", 10, end=12),
+     ep("r", "activation", "dead", 40), False),                 # over long before
+    (echoes.big_updates_throw_off, ep("(loss)", "loss", "spiking", 10),
+     ep("w", "update", "too_large", 11), True),                 # the same over-large steps
+    (echoes.big_updates_throw_off, ep("(loss)", "loss", "spiking", 10),
+     ep("w", "update", "too_large", 40), False),
+    (echoes.shows_in_loss, ep("r", "activation", "dead", 10),
+     ep("(loss)", "loss", "stalled", 100), True),
+    (echoes.shows_in_loss, ep("r", "activation", "anomalous", 10),
+     ep("(loss)", "loss", "stalled", 11), False),               # a warning sign, not a failure
+    (echoes.shows_in_loss, ep("r", "activation", "dead", 10),
+     ep("w", "gradient", "vanishing", 11), False),
+])
+def test_echo_rules_of_the_dynamics(rule, a, b, echo):
+    assert bool(rule(a, b, None)) is echo

@@ -1,0 +1,281 @@
+"""The learning dynamics as observed: the sampled update ratio against the exact one, the
+loss as passed to backward() (summed over micro-batches, unscaled under GradScaler), and the
+loss, update and loop detectors' verdicts on healthy and broken numbers."""
+import math
+
+import pytest
+import torch
+from torch import nn
+
+from conftest import train
+from neuraldbg_cli import NeuralDbg
+from neuraldbg_cli.observe.detectors.base import Observation
+from neuraldbg_cli.observe.detectors.loss import LossDetector
+from neuraldbg_cli.observe.detectors.update import UpdateDetector
+from neuraldbg_cli.observe.kinds import LOSS_KIND, PARAM
+from neuraldbg_cli.observe.updates import UpdateSampler, ratios
+from neuraldbg_cli.thresholds import Thresholds
+
+TH = Thresholds()
+
+
+class _Layer:
+    """What the sampler needs of a layer record."""
+    def __init__(self, module_type="Linear"):
+        self.module_type = module_type
+        self.in_optimizer = False
+
+
+def sampled_and_exact(model, opt, step_once):
+    """(sampled ratio, exact ratio) per layer for one optimizer step."""
+    recs = {m: _Layer(type(m).__name__) for m in model.modules()
+            if any(True for _ in m.parameters(recurse=False))}
+    owners = {id(p): rec for m, rec in recs.items() for p in m.parameters(recurse=False)}
+    before = {m: [p.detach().clone() for p in m.parameters(recurse=False)] for m in recs}
+    sampler = UpdateSampler(TH.update.sample)
+    sampler.before(opt, owners)
+    step_once()
+    batch = sampler.after(opt)
+    norms = [float(torch.linalg.vector_norm(t)) for t in batch.tensors]
+    found = ratios(batch, norms)
+    out = []
+    for m, rec in recs.items():
+        du = math.sqrt(sum(float(((p.detach() - b) ** 2).sum())
+                           for p, b in zip(m.parameters(recurse=False), before[m])))
+        w = math.sqrt(sum(float((p.detach() ** 2).sum()) for p in m.parameters(recurse=False)))
+        out.append((found[rec], du / w))
+    return out
+
+
+@pytest.mark.parametrize("optimizer", ["sgd", "adam"])
+def test_sampled_update_ratio_is_within_a_few_percent_of_the_exact_one(optimizer):
+    """256 sampled elements per parameter: the estimate of ||dW|| / ||W|| stays within 15% of
+    the exact value on every layer and step, and within 5% in the median."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Conv2d(3, 16, 3), nn.ReLU(), nn.Flatten(), nn.Linear(16 * 6 * 6, 128),
+                          nn.ReLU(), nn.Linear(128, 10))
+    opt = (torch.optim.SGD(model.parameters(), lr=0.5, momentum=0.9) if optimizer == "sgd"
+           else torch.optim.Adam(model.parameters(), lr=1e-3))
+    x, y = torch.randn(32, 3, 8, 8), torch.randint(0, 10, (32,))
+    errors = []
+    for _ in range(8):
+        def step_once():
+            opt.zero_grad()
+            nn.functional.cross_entropy(model(x), y).backward()
+            opt.step()
+        for sampled, exact in sampled_and_exact(model, opt, step_once):
+            errors.append(abs(sampled - exact) / exact)
+    errors.sort()
+    assert errors[-1] < 0.15 and errors[len(errors) // 2] < 0.05, errors
+
+
+def test_an_update_of_a_single_row_is_seen():
+    """A coprime stride puts a sample in every row: a step that changes one row of a
+    weight (a sparse-like update) is not measured as zero."""
+    lin = nn.Linear(64, 64, bias=False)
+    opt = torch.optim.SGD(lin.parameters(), lr=1.0)
+
+    def step_once():
+        lin.weight.grad = torch.zeros_like(lin.weight)
+        lin.weight.grad[17] = 1.0
+        opt.step()
+    [(sampled, exact)] = sampled_and_exact(lin, opt, step_once)
+    assert sampled > 0 and exact > 0
+
+
+def loss_run(losses, detector=None):
+    """The loss detector's states over a sequence of losses."""
+    d = detector or LossDetector(TH)
+    h = d.history()
+    out = []
+    for v in losses:
+        x = Observation(LOSS_KIND, loss=v)
+        out.append(d.judge(x, h)[0])
+        d.remember(x, h)
+    return out
+
+
+def test_a_converging_loss_is_normal_to_the_end():
+    # falls from 2.3 and flattens low: converged, not stalled
+    losses = [2.3 * math.exp(-i / 40) + 0.05 + 0.02 * math.sin(i) for i in range(400)]
+    assert set(loss_run(losses)) == {"normal"}
+
+
+def test_a_noisy_but_learning_loss_is_normal():
+    torch.manual_seed(0)
+    losses = [max(0.01, 1.5 - i / 400 + 0.3 * float(torch.randn(()))) for i in range(400)]
+    assert set(loss_run(losses)) == {"normal"}
+
+
+def test_a_loss_that_stays_at_its_starting_level_stalls():
+    states = loss_run([2.30 + 0.01 * math.sin(i) for i in range(200)])
+    assert "stalled" not in states[:TH.loss.stall_after] and states[-1] == "stalled"
+
+
+def test_a_loss_spike_and_a_divergence():
+    spike = loss_run([1.0 - i / 100 for i in range(40)] + [9.0] + [0.6] * 10)
+    assert spike[40] == "spiking" and spike[-1] == "normal"
+    diverging = loss_run([1.0] * 10 + [1.0 + i / 5 for i in range(40)])
+    assert diverging[-1] == "diverging"
+
+
+def test_nonfinite_loss_and_a_log_likelihood():
+    assert loss_run([1.0, float("nan")])[-1] == "nonfinite"
+    # a negative loss (a log-likelihood) has no level to judge: only non-finite values count
+    assert set(loss_run([-1.0 - i for i in range(200)])) == {"normal"}
+
+
+def test_update_detector_verdicts():
+    d = UpdateDetector(TH)
+    h = d.history()
+    states = []
+    for ratio in [0.01] * 12 + [0.9, 0.9]:
+        x = Observation(PARAM, grad_norm=1.0, update_ratio=ratio)
+        states.append(d.judge(x, h)[0])
+        d.remember(x, h)
+    assert states[:12] == ["normal"] * 12 and states[-1] == "too_large"
+    h = d.history()         # a layer that gets gradients but never moves
+    frozen = []
+    for _ in range(4):
+        x = Observation(PARAM, grad_norm=1.0, update_ratio=0.0)
+        frozen.append(d.judge(x, h)[0])
+        d.remember(x, h)
+    assert frozen[0] == "normal" and frozen[-1] == "frozen"
+    # early steps with big updates (zero-initialised weights) are not judged
+    h = d.history()
+    assert d.judge(Observation(PARAM, grad_norm=1.0, update_ratio=5.0), h)[0] == "normal"
+
+
+def _mlp():
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Linear(8, 32), nn.ReLU(), nn.Linear(32, 1))
+
+
+def first_loss(dbg) -> float:
+    return next(t for t in dbg.transitions if t["signal"] == "loss")["stats"]["loss"]
+
+
+def test_the_loss_is_what_backward_got_summed_over_micro_batches(tmp_path, hooks_clean):
+    model, x, y = _mlp(), torch.randn(16, 8), torch.randn(16, 1)
+    with torch.no_grad():
+        expected = sum(float(((model(x[i::2]) - y[i::2]) ** 2).mean() / 2) for i in range(2))
+    opt = torch.optim.SGD(model.parameters(), lr=0.0)
+    with NeuralDbg(trace=str(tmp_path / "t.jsonl")) as dbg:
+        for _ in range(3):
+            opt.zero_grad()
+            for i in range(2):          # two micro-batches, each loss divided by 2
+                (((model(x[i::2]) - y[i::2]) ** 2).mean() / 2).backward()
+            opt.step()
+    assert first_loss(dbg) == pytest.approx(expected, rel=1e-5)
+    assert not dbg.failures(), dbg.failures()       # accumulation resets once a cycle: fine
+
+
+def test_the_loss_under_grad_scaler_is_unscaled(tmp_path, hooks_clean):
+    model, x, y = _mlp(), torch.randn(16, 8), torch.randn(16, 1)
+    with torch.no_grad():
+        expected = float(((model(x) - y) ** 2).mean())
+    opt = torch.optim.SGD(model.parameters(), lr=0.0)
+    scaler = torch.amp.GradScaler("cpu", init_scale=1024.0)
+    with NeuralDbg(trace=str(tmp_path / "t.jsonl")) as dbg:
+        for _ in range(3):
+            opt.zero_grad()
+            scaler.scale(((model(x) - y) ** 2).mean()).backward()
+            scaler.step(opt)
+            scaler.update()
+    assert first_loss(dbg) == pytest.approx(expected, rel=1e-5)
+
+
+def test_gradients_never_reset_are_a_loop_mistake(tmp_path, hooks_clean):
+    model, x, y = _mlp(), torch.randn(16, 8), torch.randn(16, 1)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    with NeuralDbg(trace=str(tmp_path / "t.jsonl")) as dbg:
+        for _ in range(10):
+            ((model(x) - y) ** 2).mean().backward()
+            opt.step()
+    found = [t for t in dbg.failures() if t["signal"] == "loop"]
+    assert [(t["layer"], t["to"]) for t in found] == [("(loop)", "no_zero_grad")]
+    assert found[0]["step"] <= TH.loop.no_zero_grad_steps
+
+
+@pytest.mark.parametrize("reset", ["zero_grad", "set_to_none", "model_zero_grad", "zero_"])
+def test_every_way_of_resetting_gradients_is_seen(tmp_path, hooks_clean, reset):
+    model, x, y = _mlp(), torch.randn(16, 8), torch.randn(16, 1)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+
+    def clear():
+        if reset == "zero_grad":
+            opt.zero_grad()
+        elif reset == "model_zero_grad":
+            model.zero_grad()
+        else:
+            for p in model.parameters():
+                if reset == "zero_" and p.grad is not None:
+                    p.grad.zero_()
+                else:
+                    p.grad = None
+    with NeuralDbg(trace=str(tmp_path / "t.jsonl")) as dbg:
+        train(model, x, y, steps=10, opt=opt, before_step=lambda step: clear())
+    assert not dbg.failures(), dbg.failures()
+
+
+def test_a_layer_added_after_the_optimizer_is_frozen(tmp_path, hooks_clean):
+    model, x, y = _mlp(), torch.randn(16, 8), torch.randn(16, 1)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    model[2] = nn.Linear(32, 1)         # the head replaced after the optimizer was built
+    with NeuralDbg(trace=str(tmp_path / "t.jsonl")) as dbg:
+        train(model, x, y, steps=8, opt=opt)
+    found = {(t["layer"], t["signal"], t["to"]) for t in dbg.failures()}
+    assert ("2", "update", "frozen") in found, dbg.transitions
+    assert {layer for layer, _, _ in found} == {"2"}
+
+
+def test_intentionally_frozen_layers_are_not_findings(tmp_path, hooks_clean):
+    model, x, y = _mlp(), torch.randn(16, 8), torch.randn(16, 1)
+    for p in model[0].parameters():
+        p.requires_grad_(False)         # a frozen backbone, fine-tuning the head
+    with NeuralDbg(trace=str(tmp_path / "t.jsonl")) as dbg:
+        train(model, x, y, steps=8)
+    assert not dbg.failures(), dbg.failures()
+
+
+def test_a_detach_that_cuts_the_graph(tmp_path, hooks_clean):
+    class Cut(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.a, self.b = nn.Linear(8, 32), nn.Linear(32, 1)
+
+        def forward(self, x):
+            return self.b(torch.relu(self.a(x)).detach())
+    torch.manual_seed(0)
+    model, x, y = Cut(), torch.randn(16, 8), torch.randn(16, 1)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    with NeuralDbg(trace=str(tmp_path / "t.jsonl")) as dbg:
+        train(model, x, y, steps=8, opt=opt)
+    found = {(t["layer"], t["signal"], t["to"]) for t in dbg.failures()}
+    assert found == {("a", "update", "detached")}, dbg.transitions
+
+
+def test_eval_mode_left_on_while_training_is_seen_and_layers_stay_observed(tmp_path, hooks_clean):
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(8, 32), nn.ReLU(), nn.Dropout(0.2), nn.Linear(32, 1))
+    x, y = torch.randn(16, 8), torch.randn(16, 1)
+    with NeuralDbg(trace=str(tmp_path / "t.jsonl")) as dbg:
+        train(model, x, y, steps=6, before_step=lambda step: model.eval() if step == 2 else None)
+    found = [t for t in dbg.failures() if t["signal"] == "loop"]
+    assert [(t["to"], t["stats"]["models"]) for t in found] == [("eval_mode", ["Sequential"])]
+    assert dbg.steps == 6
+
+
+def test_an_evaluation_pass_between_training_steps_is_fine(tmp_path, hooks_clean):
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(8, 32), nn.ReLU(), nn.Dropout(0.2), nn.Linear(32, 1))
+    x, y = torch.randn(16, 8), torch.randn(16, 1)
+
+    def evaluate(step):
+        model.eval()
+        with torch.no_grad():
+            model(x)
+        model.train()
+    with NeuralDbg(trace=str(tmp_path / "t.jsonl")) as dbg:
+        train(model, x, y, steps=6, before_step=evaluate)
+    assert not dbg.failures(), dbg.failures()
