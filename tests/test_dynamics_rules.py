@@ -42,11 +42,48 @@ def test_constant_learning_rate_too_high_outranks_the_deaths_it_causes(tmp_path)
     assert all(h.cause == "upstream" and h.origin is top for h in dead)
 
 
+def spike(t, step, loss=6.0, median=1.3):
+    t.tr(step, "(loss)", "spiking", signal="loss", loss=loss, loss_median=median, loss_start=1.6)
+    return t.tr(step + 1, "(loss)", "normal", signal="loss", loss=median)
+
+
+def test_a_loss_that_keeps_spiking_at_a_constant_rate_is_the_learning_rate(tmp_path):
+    """SGD at a constant rate too high: the loss spikes again and again, an update is too
+    large now and then; the ReLUs die later, long after any single one of them."""
+    t = TraceMaker(lr=0.08)
+    big_update(t, 23, "net.4", 0.52).tr(26, "net.4", "normal", signal="update", update_ratio=0.2)
+    for step in (23, 46, 59):
+        spike(t, step)
+    t.tr(63, "net.3", "dead", dead_ratio=0.91)
+    top = explain(tmp_path, t.end(200)).hypotheses[0]
+    assert (top.symptom, top.step, top.cause) == ("dead", 63, "learning_rate")
+    assert top.confidence >= 0.7
+    assert "the learning rate (0.08) is too high for this model" in top.summary
+    assert any("the loss spiked 3 times before the onset (step 23, 46, 59), up to 4.62x" in e
+               for e in top.evidence)
+
+
+def test_one_spike_long_before_a_death_does_not_blame_the_rate(tmp_path):
+    t = spike(TraceMaker(lr=0.01), 10).tr(90, "net.3", "dead", dead_ratio=0.91)
+    assert explain(tmp_path, t.end(200)).hypotheses[0].cause == "unknown"
+
+
 def test_failure_long_after_a_rise_while_the_peak_rate_is_in_force(tmp_path):
     t = TraceMaker(lr=0.01).lr(100, 0.05, 0.01).tr(154, "net.1", "dead", dead_ratio=0.96)
     top = explain(tmp_path, t.end(200)).hypotheses[0]
     assert (top.symptom, top.step, top.cause) == ("dead", 154, "learning_rate")
-    assert "raised 0.01 -> 0.05 at step 100" in top.summary and "54 steps later" in top.summary
+    assert "was raised 0.01 -> 0.05 (x5) at step 100" in top.summary and "54 steps later" in top.summary
+
+
+def test_a_warm_up_to_the_peak_is_told_as_a_climb(tmp_path):
+    t = TraceMaker(lr=0.005, optimizer="AdamW")
+    for step in range(1, 9):
+        t.lr(step * 10, 0.005 * 2 ** step, 0.005 * 2 ** (step - 1), optimizer="AdamW")
+    t.tr(130, "net.1", "dead", dead_ratio=0.96)
+    top = explain(tmp_path, t.end(200)).hypotheses[0]
+    assert top.cause == "learning_rate"
+    assert "climbed 0.005 -> 1.28 (x256) from step 0 to step 80" in top.summary
+    assert "50 steps later" in top.summary
 
 
 def test_a_rise_that_was_taken_back_is_not_blamed_long_after(tmp_path):
@@ -155,3 +192,18 @@ def ep(layer, signal, state, onset, pos=0, end=None, run=0, **stats):
 ])
 def test_echo_rules_of_the_dynamics(rule, a, b, echo):
     assert bool(rule(a, b, None)) is echo
+
+
+def test_a_long_divergence_that_recovers_when_the_rate_decays_is_still_likely(tmp_path):
+    """nanoGPT at learning_rate 0.5: updates too large and the loss diverging for 70 steps at
+    the peak of the warm-up, until the cosine decay brings the rate down. Not a blip."""
+    t = TraceMaker(lr=0.3, optimizer="AdamW")
+    big_update(t, 85, "net.4", 0.35).tr(91, "net.4", "normal", signal="update", update_ratio=0.2)
+    t.tr(91, "(loss)", "spiking", signal="loss", loss=17.4, loss_median=3.6, loss_start=3.7)
+    t.tr(100, "(loss)", "diverging", signal="loss", loss=20.7, loss_median=6.9, loss_start=3.7)
+    t.tr(155, "(loss)", "normal", signal="loss", loss=4.1)
+    a = explain(tmp_path, t.end(300))
+    top = a.hypotheses[0]
+    assert (top.symptom, top.cause, top.recovered) == ("too_large", "learning_rate", 155)
+    assert top.confidence >= 0.5 and len(origins(a)) == 1
+    assert {h.symptom for h in top.consequences} == {"spiking", "diverging"}

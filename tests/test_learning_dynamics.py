@@ -7,7 +7,7 @@ import pytest
 import torch
 from torch import nn
 
-from conftest import train
+from conftest import trace_events, train
 from neuraldbg_cli import NeuralDbg
 from neuraldbg_cli.observe.detectors.base import Observation
 from neuraldbg_cli.observe.detectors.loss import LossDetector
@@ -279,3 +279,24 @@ def test_an_evaluation_pass_between_training_steps_is_fine(tmp_path, hooks_clean
     with NeuralDbg(trace=str(tmp_path / "t.jsonl")) as dbg:
         train(model, x, y, steps=6, before_step=evaluate)
     assert not dbg.failures(), dbg.failures()
+
+
+def test_the_weight_scale_at_first_sight_is_in_the_model_event(tmp_path, hooks_clean):
+    """Each weight layer's rms, with the fan-in rule of what follows it: He before a ReLU,
+    Xavier before a tanh or nothing (the output layer)."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(8, 32), nn.ReLU(), nn.Linear(32, 16), nn.Tanh(), nn.Linear(16, 1))
+    nn.init.normal_(model[2].weight, std=2.5)
+    x, y = torch.randn(16, 8), torch.randn(16, 1)
+    trace = tmp_path / "t.jsonl"
+    with NeuralDbg(trace=str(trace)):
+        train(model, x, y, steps=2)
+    events = trace_events(trace)
+    assert events[0]["schema"] == 2
+    layers = {l["name"]: l for e in events if e["event"] == "model" for l in e["layers"]}
+    assert (layers["0"]["init_rule"], layers["2"]["init_rule"], layers["4"]["init_rule"]) == \
+        ("he", "xavier", "xavier")
+    assert layers["0"]["init_rms"] == pytest.approx(math.sqrt(2 / 8))
+    assert layers["2"]["init_rms"] == pytest.approx(math.sqrt(2 / (32 + 16)))
+    assert layers["2"]["weight_rms"] == pytest.approx(2.5, rel=0.1)
+    assert "weight_rms" not in layers["1"]

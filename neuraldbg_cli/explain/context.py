@@ -13,12 +13,12 @@ from .runs import is_number
 _UPDATE = states.UPDATE.name
 
 
-class BigUpdate(NamedTuple):
-    """A layer's stretch of updates too large for its weights."""
+class Stretch(NamedTuple):
+    """A layer's stretch in one state of one signal, with the stats it began with."""
     onset: int
     end: int | None
     layer: str
-    ratio: float            # ||dW|| / ||W|| when it began
+    stats: dict
 
 
 @dataclass
@@ -27,7 +27,7 @@ class Context:
     runs: list
     order: dict
     models: list
-    _big: dict = field(default_factory=dict)    # run -> its BigUpdate list, once asked
+    _stretches: dict = field(default_factory=dict)  # (run, signal, state) -> Stretches, once asked
 
     def hparams(self, run: int) -> list:
         return self.runs[run].hparams
@@ -44,13 +44,20 @@ class Context:
         found = next((m for m in self.models if any(l["name"] == layer for l in m)), None)
         return found if found is not None else [l for m in self.models for l in m]
 
+    def stretches(self, run: int, signal: str, state: str, before: int) -> list:
+        """The stretches of `state` on `signal` (any layer) that began at or before step
+        `before`, in step order."""
+        key = (run, signal, state)
+        found = self._stretches.get(key)
+        if found is None:
+            found = self._stretches[key] = _stretches(self.runs[run], signal, state)
+        return [s for s in found if s.onset <= before]
+
     def big_updates(self, run: int, step: int) -> list:
         """The stretches of updates too large for the weights going on at `step`, or over
-        at most HORIZON steps before it."""
-        found = self._big.get(run)
-        if found is None:
-            found = self._big[run] = _big_updates(self.runs[run])
-        return [u for u in found if u.onset <= step and (u.end is None or u.end + HORIZON >= step)]
+        at most HORIZON steps before it (those with their ratio)."""
+        return [s for s in self.stretches(run, _UPDATE, "too_large", step)
+                if (s.end is None or s.end + HORIZON >= step) and is_number(s.stats.get("update_ratio"))]
 
     def init_factor(self, run: int) -> float:
         """The run's init.scale_factor: how far off its fan-in scale a weight is named."""
@@ -64,14 +71,14 @@ def models_of(runs: list) -> list:
     return [m for r in runs[:1] for m in r.models]
 
 
-def _big_updates(run) -> list:
+def _stretches(run, signal: str, state: str) -> list:
     out = []
-    for (layer, signal), track in run.tracks.items():
-        if signal != _UPDATE:
+    for (layer, sig), track in run.tracks.items():
+        if sig != signal:
             continue
         ts = track.transitions
         for t, nxt in zip(ts, ts[1:] + [None]):
-            ratio = t.get("stats", {}).get("update_ratio") if isinstance(t.get("stats"), dict) else None
-            if t["to"] == "too_large" and is_number(ratio):
-                out.append(BigUpdate(t["step"], nxt["step"] if nxt else None, layer, float(ratio)))
-    return out
+            if t["to"] == state:
+                stats = t.get("stats") if isinstance(t.get("stats"), dict) else {}
+                out.append(Stretch(t["step"], nxt["step"] if nxt else None, layer, stats))
+    return sorted(out, key=lambda s: s.onset)

@@ -3,10 +3,14 @@ rate, constant, or without a warm-up) and weights off their fan-in scale at firs
 initialisation)."""
 from __future__ import annotations
 
+from .. import states
 from . import rates
-from .echoes import WINDOW
+from .echoes import HORIZON, WINDOW
 from .finding import Finding
 from .runs import ACT, GRAD, is_number
+
+LOSS = states.LOSS.name
+UPDATE = states.UPDATE.name
 
 HEALTHY_UPDATE = 1e-3   # ||dW|| / ||W|| a step: the practitioner's rule of thumb for healthy
 WARMUP_STEPS = 100      # a failure this early, with the full rate from step 0: no warm-up
@@ -28,31 +32,65 @@ _FIX_SCALE = {
 }
 
 
-def updates_too_large(ep, ctx):
-    """Updates far above ~1e-3 of the weights at or before the onset: the learning rate is
-    too high for this model, whether constant, started without a warm-up, or raised."""
-    if ep.state not in _STRUCK or ep.signal not in (ACT, GRAD, "loss", "update"):
+def rate_too_high(ep, ctx):
+    """The learning rate is too high for this model, whether constant, started without a
+    warm-up, or raised: updates far above ~1e-3 of the weights, or a loss that keeps spiking,
+    at or before the onset."""
+    if ep.state not in _STRUCK or ep.signal not in (ACT, GRAD, LOSS, UPDATE):
         return None
-    big = ctx.big_updates(ep.run, ep.onset)
-    if not big:
+    recent = ctx.big_updates(ep.run, ep.onset)
+    big = [s for s in ctx.stretches(ep.run, UPDATE, "too_large", ep.onset)
+           if is_number(s.stats.get("update_ratio"))]
+    spikes = [s for s in ctx.stretches(ep.run, LOSS, "spiking", ep.onset) if s.onset < ep.onset]
+    if recent:
+        strength = 0.8
+    elif big or len(spikes) >= 2:
+        strength = 0.75
+    elif spikes and ep.onset - spikes[-1].onset <= HORIZON:
+        strength = 0.65
+    else:
         return None
-    first = min(big, key=lambda u: u.onset)
-    worst = max(big, key=lambda u: u.ratio)
-    layers = list(dict.fromkeys(u.layer for u in big))
     h = rates.in_force(ctx.hparams(ep.run), ep.onset)
-    rate = _rate_story(ctx.hparams(ep.run), h, ep.onset)
-    evidence = [f"updates of {worst.layer} were {worst.ratio:.2g} of its weights' norm at step "
-                f"{worst.onset} (about {worst.ratio / HEALTHY_UPDATE:.0f}x the healthy ~1e-3 a step)"]
+    lr = f" ({rates.shown(h['lr'])})" if h else ""
+    evidence = [*_updates_told(recent or big), *_spikes_told(spikes),
+                _rate_story(ctx.hparams(ep.run), h, ep.onset)]
+    if big:
+        worst = max(s.stats["update_ratio"] for s in big)
+        why = f"updates of up to {worst:.2g} of the weights a step"
+    else:
+        why = f"the loss spiked {_times(len(spikes))} before it"
+    return Finding("learning_rate", strength, f"{why}: the learning rate{lr} is too high for this model",
+                   tuple(e for e in evidence if e), _FIX_UPDATES)
+
+
+def _updates_told(big: list) -> list:
+    if not big:
+        return []
+    worst = max(big, key=lambda s: s.stats["update_ratio"])
+    ratio = worst.stats["update_ratio"]
+    out = [f"updates of {worst.layer} were {ratio:.2g} of its weights' norm at step {worst.onset} "
+           f"(about {ratio / HEALTHY_UPDATE:.0f}x the healthy ~1e-3 a step)"]
+    layers = list(dict.fromkeys(s.layer for s in big))
     if len(layers) > 1:
         more = f" and {len(layers) - 4} more" if len(layers) > 4 else ""
-        evidence.append(f"{len(layers)} layers took updates too large for their weights from step "
-                        f"{first.onset}: {', '.join(layers[:4])}{more}")
-    if rate:
-        evidence.append(rate)
-    lr = f" ({rates.shown(h['lr'])})" if h else ""
-    return Finding("learning_rate", 0.8,
-                   f"updates of up to {worst.ratio:.2g} of the weights a step: the learning rate{lr} "
-                   "is too high for this model", tuple(evidence), _FIX_UPDATES)
+        out.append(f"{len(layers)} layers took updates too large for their weights from step "
+                   f"{big[0].onset}: {', '.join(layers[:4])}{more}")
+    return out
+
+
+def _spikes_told(spikes: list) -> list:
+    if not spikes:
+        return []
+    steps = ", ".join(str(s.onset) for s in spikes[:6]) + (", ..." if len(spikes) > 6 else "")
+    jumps = [s.stats["loss"] / s.stats["loss_median"] for s in spikes
+             if is_number(s.stats.get("loss")) and is_number(s.stats.get("loss_median"))
+             and s.stats["loss_median"] > 0]
+    top = f", up to {max(jumps):.3g}x its recent median" if jumps else ""
+    return [f"the loss spiked {_times(len(spikes))} before the onset (step {steps}){top}"]
+
+
+def _times(n: int) -> str:
+    return {1: "once", 2: "twice"}.get(n, f"{n} times")
 
 
 def _rate_story(hparams: list, h: dict | None, onset: int) -> str:

@@ -21,8 +21,8 @@ def ratio(new: list, old: list) -> float:
 
 
 def shown(values) -> str:
-    """'0.01' or '0.01, 0.001' (one per param group)."""
-    return ", ".join(f"{v:g}" for v in values or [] if is_number(v)) or "?"
+    """'0.01' or '0.01, 0.001' (the param groups' distinct rates, 3 digits)."""
+    return ", ".join(dict.fromkeys(f"{v:.3g}" for v in values or [] if is_number(v))) or "?"
 
 
 def by_optimizer(hparams: list, onset: int) -> list:
@@ -37,3 +37,20 @@ def by_optimizer(hparams: list, onset: int) -> list:
 def in_force(hparams: list, onset: int) -> dict | None:
     """The last hparams event at or before `onset` (of any optimizer), or None."""
     return next((h for h in reversed(hparams) if h["step"] <= onset), None)
+
+
+def climb(seen: list) -> tuple | None:
+    """(where the climb began, where it first came within 10% of now, now): the rise, in one
+    jump or a warm-up of many events, that brought an optimizer's rate to its current value,
+    if that value is the highest of the run so far; else None."""
+    now = seen[-1]
+    if len(seen) < 2 or peak(now["lr"]) < 0.9 * max(peak(h["lr"]) for h in seen):
+        return None
+    start = len(seen) - 1
+    while start > 0 and peak(seen[start - 1]["lr"]) <= peak(seen[start]["lr"]):
+        start -= 1
+    if start == len(seen) - 1:
+        return None
+    top = peak(now["lr"])
+    reached = next(h for h in seen[start + 1:] if peak(h["lr"]) >= 0.9 * top)
+    return seen[start], reached, now

@@ -102,26 +102,27 @@ def _lr_rise(hparams: list, onset: int):
 
 
 def long_at_peak(ep, ctx):
-    """The learning rate was raised long before the onset and the run's highest rate has been
-    in force ever since: the model stood the peak for a while, then broke under it."""
+    """The learning rate climbed (a jump, or a warm-up) to the run's highest well before the
+    onset and is still there: the model stood the peak for a while, then broke under it."""
     if ep.state not in _LR_STATES or _lr_rise(ctx.hparams(ep.run), ep.onset) is not None:
         return None
     for seen in rates.by_optimizer(ctx.hparams(ep.run), ep.onset):
-        now = seen[-1]
-        top = max(rates.peak(h["lr"]) for h in seen)
-        lows = [i for i, h in enumerate(seen) if rates.ratio(now["lr"], h["lr"]) >= PEAK_RISE]
-        if not lows or rates.peak(now["lr"]) < 0.9 * top:
+        climb = rates.climb(seen)
+        if climb is None:
             continue
-        then = seen[lows[-1]]
-        reached = next(h for h in seen[lows[-1] + 1:] if rates.ratio(now["lr"], h["lr"]) < PEAK_RISE)
+        then, reached, now = climb
+        ratio = rates.ratio(now["lr"], then["lr"])
+        if ratio < PEAK_RISE:
+            continue
         lag = ep.onset - reached["step"]
-        change = f"{rates.shown(then['lr'])} -> {rates.shown(now['lr'])}"
+        change = f"{rates.shown(then['lr'])} -> {rates.shown(now['lr'])} (x{ratio:.3g})"
+        how = (f"was raised {change} at step {reached['step']}" if then is seen[seen.index(reached) - 1]
+               else f"climbed {change} from step {then['step']} to step {reached['step']}")
         return Finding("learning_rate", 0.75,
-                       f"the learning rate was raised {change} at step {reached['step']} and "
-                       f"stayed at the run's highest until the onset, {lag} steps later",
-                       (f"{now.get('optimizer', 'optimizer')} learning rate raised {change} "
-                        f"(x{rates.ratio(now['lr'], then['lr']):.3g}) by step {reached['step']}, "
-                        f"at its peak for the {lag} steps up to the onset",),
+                       f"the learning rate {how} and was at the run's highest from then to the "
+                       f"onset, {lag} steps later",
+                       (f"{now.get('optimizer', 'optimizer')} learning rate {how}, at its peak for "
+                        f"the {lag} steps up to the onset",),
                        _FIX_LR.get(ep.state, "Lower the peak learning rate, or decay it sooner."))
     return None
 
@@ -187,8 +188,8 @@ def unexplained(ep, ctx):
 
 
 # In order of preference where two are equally strong (max keeps the first).
-CAUSES = [mistakes.loop_mistake, bad_batch, unscaled_input, raised_learning_rate,
-          dynamics.updates_too_large, long_at_peak, high_learning_rate, dynamics.weights_off_scale,
+CAUSES = [mistakes.loop_mistake, bad_batch, unscaled_input, raised_learning_rate, long_at_peak,
+          dynamics.rate_too_high, high_learning_rate, dynamics.weights_off_scale,
           present_from_start, deep_saturating_stack, deep_without_norm, unexplained]
 
 
