@@ -1,17 +1,19 @@
 """Dying ReLUs under a constant learning rate that is simply too high.
 
 Fault shown: a ReLU MLP regresses a target from non-negative features with SGD + momentum
-at a constant learning rate of 0.08, about 8x what this model tolerates. No schedule, no
-change: every update is too large from the start. Each oversized step pushes a few more
+at a constant learning rate of 0.08, 8x the rate it trains well with (0.01). No schedule,
+no change: the rate is too high from the first step. Each oversized step pushes a few more
 hidden units' pre-activations below zero for every input; a unit that outputs zero for every
 input gets no gradient and never comes back, so the units die one after another over the
-first ~100 steps until the ReLUs `3` and `1` are dead (>90% of their units) and the loss
+first ~70 steps until the ReLUs `3` and `1` are dead (>90% of their units) and the loss
 stops improving.
 
 Expected detection under `neuraldbg run`: the `hparams` event at step 0 shows the one learning
-rate (0.08, never changed); the second ReLU, `3`, then the first, `1`, go `activation:
-normal -> dead`, and the Linear layers before them show `gradient: vanishing` once nothing
-flows through. With `--fixed` (lr 0.01, nothing else changed) the run stays healthy.
+rate (0.08, never changed); the loss spikes and the output layer `4` takes `too_large`
+updates from step ~23; then the second ReLU, `3` (step ~63), and the first, `1` (step ~69),
+go `activation: normal -> dead`, and the Linear layers before them, `0` and `2`, show
+`gradient: vanishing` once nothing flows through. With `--fixed` (lr 0.01, nothing else
+changed) the run stays healthy.
 
     python sample_scripts/high_lr.py [--fixed] [--lr 0.08] [--steps 200]
     neuraldbg run --fail-on dead sample_scripts/high_lr.py     # exits 3

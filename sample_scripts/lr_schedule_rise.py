@@ -8,11 +8,11 @@ dozen steps until the updates push the second hidden layer's pre-activations bel
 every input: its ReLU (`3`) dies around step 146, more than 40 steps after the rise, and
 never comes back (a unit that outputs zero for every input gets no gradient).
 
-Expected detection under `neuraldbg run`: an `hparams` event at step 100 (lr 0.012 -> 0.06),
-the loss becoming unsteady soon after, then layer `3` (ReLU), signal `activation`,
-`normal -> dead`, dated well over 20 steps after the rise, and the Linear layer before it,
-`2`, with a vanishing gradient. With `--fixed` (factor 1.0: no rise, nothing else changed)
-the run stays healthy.
+Expected detection under `neuraldbg run`: an `hparams` event at step 100 (lr 0.012 -> 0.06);
+soon after, the loss spiking and `too_large` updates in the Linear layers (step ~102); then
+layer `3` (ReLU), signal `activation`, `normal -> dead` at step ~146, well over 20 steps
+after the rise, and the Linear layers `0` and `2` with a vanishing gradient. With `--fixed`
+(factor 1.0: no rise, nothing else changed) the run stays healthy.
 
     python sample_scripts/lr_schedule_rise.py [--fixed] [--factor 5.0] [--rise-step 100]
     neuraldbg run --fail-on dead sample_scripts/lr_schedule_rise.py     # exits 3

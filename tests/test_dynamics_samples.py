@@ -1,0 +1,59 @@
+"""End to end, the learning-dynamics and loop-mistake samples: each broken script is flagged
+at the right layer and explained by its true cause, ranked first; its healthy twin (the same
+script with `--fixed`, the one mistake fixed) is not flagged at all."""
+from __future__ import annotations
+
+import pytest
+
+from conftest import SAMPLES, describe, failures, run_end, run_neuraldbg, transitions
+from neuraldbg_cli.explain.analysis import analyze
+from neuraldbg_cli.trace import read_trace
+
+pytestmark = pytest.mark.e2e
+
+# name: (the transition it must show: layer, signal, state), the top hypothesis' cause, and
+# what its summary or evidence must quote
+CASES = {
+    "high_lr": (("3", "activation", "dead"), "learning_rate", "the learning rate (0.08) is too high"),
+    "lr_schedule_rise": (("3", "activation", "dead"), "learning_rate", "x5"),
+    "adam_high_lr": (("(loss)", "loss", "spiking"), "learning_rate", "Adam learning rate 0.3"),
+    "tanh_big_init": (("net.1", "activation", "saturated"), "initialization", "the Xavier scale"),
+    "no_zero_grad": (("(loop)", "loop", "no_zero_grad"), "training_loop", "never reset"),
+    "replaced_head": (("head", "update", "frozen"), "training_loop", "no optimizer"),
+    "eval_left_on": (("(loop)", "loop", "eval_mode"), "training_loop", "eval() mode"),
+    "detached_layer": (("embed", "update", "detached"), "training_loop", "graph is cut"),
+}
+
+
+@pytest.fixture(scope="module")
+def traced(tmp_path_factory):
+    cache = {}
+
+    def run(name, *args):
+        if (name, args) not in cache:
+            tmp = tmp_path_factory.mktemp(name)
+            proc, events = run_neuraldbg(tmp, SAMPLES / f"{name}.py", *args,
+                                         options=("--fail-on", "none"))
+            assert proc.returncode == 0, proc.stderr[-3000:]
+            assert run_end(events)["status"] == "completed"
+            cache[(name, args)] = events, analyze([read_trace(str(tmp / "trace.jsonl"))])
+        return cache[(name, args)]
+    return run
+
+
+@pytest.mark.parametrize("name", CASES)
+def test_the_mistake_is_flagged_and_explained_by_its_cause(traced, name):
+    (layer, signal, state), cause, quoted = CASES[name]
+    events, analysis = traced(name)
+    assert transitions(events, layer=layer, signal=signal, to=state), describe(events)
+    top = analysis.hypotheses[0]
+    assert top.origin is None and top.cause == cause and top.confidence >= 0.5, \
+        (top.summary, top.evidence, describe(events))
+    assert any(quoted in line for line in [top.summary, *top.evidence]), (top.summary, top.evidence)
+
+
+@pytest.mark.parametrize("name", CASES)
+def test_the_healthy_twin_is_not_flagged(traced, name):
+    events, analysis = traced(name, "--fixed")
+    assert not failures(events), describe(events)
+    assert not analysis.hypotheses, [h.summary for h in analysis.hypotheses]
