@@ -91,6 +91,8 @@ def test_gradient_states():
     assert grad(0.0) == "vanishing"
     assert grad(1e-7, top=1.0) == "vanishing"
     assert grad(1e-3, top=1.0) == "healthy"
+    # every layer's gradient exactly zero (a loss of exactly 0): nothing vanished on the way
+    assert grad(0.0, top=0.0) == "healthy"
 
 
 def test_gradient_exploding_relative_to_own_history():

@@ -79,9 +79,13 @@ class GradientDetector(Detector):
                     base = history.grad_baseline()
                     if norm > g.exploding_factor * base:
                         return "exploding", {"grad_norm_median": base}
+        model_max = x.model_max_grad_norm
+        if model_max <= g.vanishing_norm:
+            # every layer's gradient is zero: the loss gave none (a loss of exactly 0), none
+            # vanished on its way back
+            return "healthy", {}
         if norm <= g.vanishing_norm:
             return "vanishing", {}
-        model_max = x.model_max_grad_norm
         if model_max > 0 and norm / model_max < g.vanishing_ratio:
             return "vanishing", {"ratio_to_largest": norm / model_max}
         return "healthy", {}
