@@ -63,6 +63,19 @@ def test_a_loss_that_keeps_spiking_at_a_constant_rate_is_the_learning_rate(tmp_p
                for e in top.evidence)
 
 
+def test_a_loss_swinging_all_run_is_one_instability_of_the_rate(tmp_path):
+    """Adam at 0.3: the loss spikes, settles and spikes again for the whole run, with gaps
+    longer than a relapse; nothing else fails. One story, the learning rate, likely."""
+    t = TraceMaker(lr=0.3, optimizer="Adam")
+    for step in (9, 15, 24, 30, 35, 57, 61, 100, 140):
+        spike(t, step, loss=20.0, median=1.0)
+    a = explain(tmp_path, t.end(200))
+    top = a.hypotheses[0]
+    assert (top.symptom, top.step, top.cause) == ("spiking", 9, "learning_rate")
+    assert len(origins(a)) == 1 and top.confidence >= 0.5
+    assert "the loss spiked 8 more times" in top.summary
+
+
 def test_one_spike_long_before_a_death_does_not_blame_the_rate(tmp_path):
     t = spike(TraceMaker(lr=0.01), 10).tr(90, "net.3", "dead", dead_ratio=0.91)
     assert explain(tmp_path, t.end(200)).hypotheses[0].cause == "unknown"
@@ -183,6 +196,10 @@ def ep(layer, signal, state, onset, pos=0, end=None, run=0, **stats):
      ep("w", "update", "too_large", 11), True),                 # the same over-large steps
     (echoes.big_updates_throw_off, ep("(loss)", "loss", "spiking", 10),
      ep("w", "update", "too_large", 40), False),
+    (echoes.loss_swings_again, ep("(loss)", "loss", "spiking", 10, end=12),
+     ep("(loss)", "loss", "spiking", 50), True),
+    (echoes.loss_swings_again, ep("(loss)", "loss", "spiking", 10, end=12),
+     ep("(loss)", "loss", "spiking", 150), False),              # settled long before
     (echoes.shows_in_loss, ep("r", "activation", "dead", 10),
      ep("(loss)", "loss", "stalled", 100), True),
     (echoes.shows_in_loss, ep("r", "activation", "anomalous", 10),

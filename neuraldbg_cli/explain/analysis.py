@@ -26,10 +26,10 @@ MAX_CAUSES = 64    # earlier failures an episode is checked against: the earlies
 def attribute(eps: list, ctx: Context) -> list:
     """For each episode (in precedence order): (index of the earliest one it echoes, reason),
     or None for an origin. Candidates are the episodes still live (over for at most
-    echoes.HORIZON steps), the earliest MAX_CAUSES of them, so a run of any length costs at
+    echoes.REACH steps), the earliest MAX_CAUSES of them, so a run of any length costs at
     most (episodes x MAX_CAUSES) rule checks."""
     links, live = [], []
-    horizon = echoes.HORIZON
+    horizon = echoes.REACH
     for j, b in enumerate(eps):
         if j % MAX_CAUSES == 0:     # (inline below, the same test keeps the choice exact)
             live = [i for i in live if eps[i].end is None or eps[i].end + horizon >= b.onset]

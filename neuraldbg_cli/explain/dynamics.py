@@ -41,24 +41,29 @@ def rate_too_high(ep, ctx):
     recent = ctx.big_updates(ep.run, ep.onset)
     big = [s for s in ctx.stretches(ep.run, UPDATE, "too_large", ep.onset)
            if is_number(s.stats.get("update_ratio"))]
-    spikes = [s for s in ctx.stretches(ep.run, LOSS, "spiking", ep.onset) if s.onset < ep.onset]
+    # (the spikes before the onset; for the loss itself, every other spike of the run: a loss
+    # that keeps swinging is the instability a rate too high brings)
+    until = ctx.runs[ep.run].last_step if ep.signal == LOSS else ep.onset
+    spikes = [s for s in ctx.stretches(ep.run, LOSS, "spiking", until) if s.onset != ep.onset]
+    # (a loss that spikes again and again is evidence as strong as updates seen too large)
+    swings = min(0.85, 0.65 + 0.05 * len(spikes)) if len(spikes) >= 2 else 0.0
     if recent:
-        strength = 0.8
-    elif big or len(spikes) >= 2:
-        strength = 0.75
-    elif spikes and ep.onset - spikes[-1].onset <= HORIZON:
+        strength = max(0.8, swings)
+    elif big or swings:
+        strength = max(0.75, swings)
+    elif spikes and abs(ep.onset - spikes[0].onset) <= HORIZON:
         strength = 0.65
     else:
         return None
     h = rates.in_force(ctx.hparams(ep.run), ep.onset)
     lr = f" ({rates.shown(h['lr'])})" if h else ""
-    evidence = [*_updates_told(recent or big), *_spikes_told(spikes),
+    evidence = [*_updates_told(recent or big), *_spikes_told(spikes, ep.signal == LOSS),
                 _rate_story(ctx.hparams(ep.run), h, ep.onset)]
     if big:
         worst = max(s.stats["update_ratio"] for s in big)
         why = f"updates of up to {worst:.2g} of the weights a step"
     else:
-        why = f"the loss spiked {_times(len(spikes))} before it"
+        why = f"the loss spiked {_times(len(spikes), ep.signal == LOSS)}"
     return Finding("learning_rate", strength, f"{why}: the learning rate{lr} is too high for this model",
                    tuple(e for e in evidence if e), _FIX_UPDATES)
 
@@ -78,7 +83,7 @@ def _updates_told(big: list) -> list:
     return out
 
 
-def _spikes_told(spikes: list) -> list:
+def _spikes_told(spikes: list, more: bool) -> list:
     if not spikes:
         return []
     steps = ", ".join(str(s.onset) for s in spikes[:6]) + (", ..." if len(spikes) > 6 else "")
@@ -86,11 +91,15 @@ def _spikes_told(spikes: list) -> list:
              if is_number(s.stats.get("loss")) and is_number(s.stats.get("loss_median"))
              and s.stats["loss_median"] > 0]
     top = f", up to {max(jumps):.3g}x its recent median" if jumps else ""
-    return [f"the loss spiked {_times(len(spikes))} before the onset (step {steps}){top}"]
+    when = "in the run" if more else "before the onset"
+    return [f"the loss spiked {_times(len(spikes), more)} {when} (step {steps}){top}"]
 
 
-def _times(n: int) -> str:
-    return {1: "once", 2: "twice"}.get(n, f"{n} times")
+def _times(n: int, more: bool = False) -> str:
+    """'twice', '3 times'; with more: 'twice more', '3 more times'."""
+    if n in (1, 2):
+        return ("once", "twice")[n - 1] + " more" * more
+    return f"{n} more times" if more else f"{n} times"
 
 
 def _rate_story(hparams: list, h: dict | None, onset: int) -> str:

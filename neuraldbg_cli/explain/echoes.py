@@ -13,6 +13,8 @@ UPDATE = states.UPDATE.name
 
 WINDOW = 5            # steps: onsets of one story differ by the debounce and a few updates
 HORIZON = 4 * WINDOW  # no rule links a failure to one that ended longer ago than this
+LOSS_HORIZON = 10 * WINDOW  # ... but a loss swinging again, linked across this gap
+REACH = max(HORIZON, LOSS_HORIZON)  # the furthest back any rule looks
 
 
 def _active(a, step: int) -> bool:
@@ -142,6 +144,17 @@ def big_updates_throw_off(a, b, ctx):
     return None
 
 
+def loss_swings_again(a, b, ctx):
+    """A loss that spikes, settles and spikes again is one instability (a learning rate too
+    high), not several failures: spikes come and go by nature, so they are linked across a
+    longer gap than other relapses."""
+    swings = ("spiking", "diverging")
+    if a.signal == LOSS == b.signal and a.run == b.run and a.state in swings and b.state in swings \
+            and a.end is not None and 0 <= b.onset - a.end <= LOSS_HORIZON:
+        return f"the loss swung before, from step {a.onset} to {a.end}"
+    return None
+
+
 def shows_in_loss(a, b, ctx):
     """A layer that failed (dead, saturated, frozen, NaN, ...) shows in the loss: it stalls,
     rises or turns NaN while the failure lasts."""
@@ -155,4 +168,4 @@ def shows_in_loss(a, b, ctx):
 ECHOES = [nonfinite_spreads, dead_cuts_gradients, change_spreads_forward,
           bigger_activations_bigger_gradients, gradient_flows_backward, bad_update_corrupts_weights,
           same_failure_other_rank, worsens_in_place, relapses, loop_mistake_spreads,
-          big_updates_throw_off, shows_in_loss]
+          big_updates_throw_off, loss_swings_again, shows_in_loss]
