@@ -53,6 +53,11 @@ class Context:
             found = self._stretches[key] = _stretches(self.runs[run], signal, state)
         return [s for s in found if s.onset <= before]
 
+    def folded(self, run: int, layer: str, signal: str) -> int:
+        """How many later unhealthy stretches of `layer`'s `signal` were folded, not kept."""
+        track = self.runs[run].tracks.get((layer, signal))
+        return track.folded if track is not None else 0
+
     def big_updates(self, run: int, step: int) -> list:
         """The stretches of updates too large for the weights going on at `step`, or over
         at most HORIZON steps before it (those with their ratio)."""

@@ -45,8 +45,9 @@ def rate_too_high(ep, ctx):
     # that keeps swinging is the instability a rate too high brings)
     until = ctx.runs[ep.run].last_step if ep.signal == LOSS else ep.onset
     spikes = [s for s in ctx.stretches(ep.run, LOSS, "spiking", until) if s.onset != ep.onset]
+    n = len(spikes) + (ctx.folded(ep.run, ep.layer, LOSS) if ep.signal == LOSS else 0)
     # (a loss that spikes again and again is evidence as strong as updates seen too large)
-    swings = min(0.85, 0.65 + 0.05 * len(spikes)) if len(spikes) >= 2 else 0.0
+    swings = min(0.85, 0.65 + 0.05 * n) if n >= 2 else 0.0
     if recent:
         strength = max(0.8, swings)
     elif big or swings:
@@ -57,13 +58,13 @@ def rate_too_high(ep, ctx):
         return None
     h = rates.in_force(ctx.hparams(ep.run), ep.onset)
     lr = f" ({rates.shown(h['lr'])})" if h else ""
-    evidence = [*_updates_told(recent or big), *_spikes_told(spikes, ep.signal == LOSS),
+    evidence = [*_updates_told(recent or big), *_spikes_told(spikes, n, ep.signal == LOSS),
                 _rate_story(ctx.hparams(ep.run), h, ep.onset)]
     if big:
         worst = max(s.stats["update_ratio"] for s in big)
         why = f"updates of up to {worst:.2g} of the weights a step"
     else:
-        why = f"the loss spiked {_times(len(spikes), ep.signal == LOSS)}"
+        why = f"the loss spiked {_times(n, ep.signal == LOSS)}"
     return Finding("learning_rate", strength, f"{why}: the learning rate{lr} is too high for this model",
                    tuple(e for e in evidence if e), _FIX_UPDATES)
 
@@ -83,16 +84,18 @@ def _updates_told(big: list) -> list:
     return out
 
 
-def _spikes_told(spikes: list, more: bool) -> list:
+def _spikes_told(spikes: list, n: int, more: bool) -> list:
+    """The line on the loss's spikes: `n` of them (those folded into the loss's last kept
+    stretch counted too), `spikes` those kept."""
     if not spikes:
         return []
-    steps = ", ".join(str(s.onset) for s in spikes[:6]) + (", ..." if len(spikes) > 6 else "")
+    steps = ", ".join(str(s.onset) for s in spikes[:6]) + (", ..." if n > 6 else "")
     jumps = [s.stats["loss"] / s.stats["loss_median"] for s in spikes
              if is_number(s.stats.get("loss")) and is_number(s.stats.get("loss_median"))
              and s.stats["loss_median"] > 0]
     top = f", up to {max(jumps):.3g}x its recent median" if jumps else ""
     when = "in the run" if more else "before the onset"
-    return [f"the loss spiked {_times(len(spikes), more)} {when} (step {steps}){top}"]
+    return [f"the loss spiked {_times(n, more)} {when} (step {steps}){top}"]
 
 
 def _times(n: int, more: bool = False) -> str:
