@@ -108,7 +108,21 @@ def test_inert_shows_control_characters_as_escapes():
 
 
 # ---- fuzzing: mutations of a real trace never end in a traceback -----------------------------
-_BASE = _lines(dying_relu().lr(60, 0.01, 2.0))
+def _every_signal():
+    """The dying-ReLU story and the learning dynamics' signals with their stats, the weight
+    scale in the model event: something for every rule to read."""
+    t = TraceMaker(weights={"net.0": (2.5, "he", 0.25), "net.2": (0.1, "xavier", 0.12)})
+    t.lr(40, 2.0, 0.05).tr(2, "(loop)", "no_zero_grad", signal="loop", steps_without_reset=3)
+    t.tr(40, "net.2", "too_large", signal="update", update_ratio=0.6, grad_norm=2.0)
+    t.tr(41, "(loss)", "spiking", signal="loss", loss=9.0, loss_median=1.0, loss_start=1.2)
+    t.tr(42, "(loss)", "normal", signal="loss", loss=1.0)
+    t.tr(41, "net.3", "dead", dead_ratio=0.97, units=64, rms=0.01)
+    t.tr(43, "net.4", "frozen", signal="update", in_no_optimizer=True)
+    t.tr(50, "(loop)", "eval_mode", signal="loop", models=["Net"])
+    return t.lr(60, 0.01, 2.0).end(80)
+
+
+_BASE = _lines(_every_signal())
 _VALUES = st.one_of(st.none(), st.booleans(), st.integers(-2**70, 2**70),
                     st.floats(allow_nan=True), st.text(max_size=8),
                     st.lists(st.integers(), max_size=3), st.dictionaries(st.text(max_size=3),

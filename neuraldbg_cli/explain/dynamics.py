@@ -135,7 +135,9 @@ def weights_off_scale(ep, ctx):
     if not off:
         return None
     layer, scale = off[-1]      # the nearest before the failing layer feeds it
-    rule = _RULE.get(layer.get("init_rule"), str(layer.get("init_rule")))
+    named = layer.get("init_rule")
+    named = named if isinstance(named, str) and named in _RULE else "xavier"
+    rule = _RULE[named]
     times = f"{scale:.2g}x" if scale >= 1 else f"1/{1 / scale:.2g} of"
     evidence = [f"at first sight {layer['name']}'s weights had rms {layer['weight_rms']:.3g}, "
                 f"{times} the {rule} scale for its fan-in ({layer['init_rms']:.3g})"]
@@ -145,7 +147,7 @@ def weights_off_scale(ep, ctx):
     return Finding("initialization", 0.9,
                    f"the weights of {layer['name']} started at {times} the {rule} scale",
                    tuple(evidence),
-                   _FIX_SCALE.get(layer.get("init_rule"), _FIX_SCALE["xavier"]))
+                   _FIX_SCALE[named])
 
 
 def _scale(layer: dict) -> float | None:
