@@ -17,6 +17,8 @@ import torch
 from torch import nn
 from torch.optim.optimizer import Optimizer
 
+_F32 = torch.float32
+
 
 class Backward:
     """The loss and the resets of the current step (between two pacing optimizer steps)."""
@@ -104,7 +106,11 @@ class Backward:
                 if self._step_loss:
                     return
                 self._step_loss = True
-            loss = tensors.detach().reshape(()).float()
+            loss = tensors.detach()
+            if loss.dim():                      # (a loss of shape (1,), say)
+                loss = loss.reshape(())
+            if loss.dtype is not _F32:
+                loss = loss.float()
             scaled = self._scaled
             if scaled is not None and scaled[0]() is tensors:
                 loss = loss / scaled[1].to(loss.device).float()

@@ -7,7 +7,7 @@ import math
 from .detectors.base import Observation
 from .kinds import LOOP_KIND, LOSS_KIND, SIGMOID, TANH, UNIT_KINDS
 from .readout import Readout
-from .stats import collect, unpack
+from .stats import collect, grad_values, layer_norm, unit_shares
 from .updates import UpdateBatch, ratios
 
 # A NamedTuple's own __new__ is a Python function; tuple.__new__ builds the same record in C
@@ -39,12 +39,12 @@ class StepJudge:
                 if rec.acc.inputs is not None and prev.kind in UNIT_KINDS:
                     rec.acc.inputs = None
         # gradients to norm (raw) and norms already taken, each optimizer's in one of them
-        raw = [t for b in grads if not b.normed for t in b.tensors]
-        done = [t for b in grads if b.normed for t in b.tensors]
-        tensors, plan = collect([r.acc for r in recs], self.tail, self.min_grads, raw, done)
-        for rec in recs:
-            rec.acc.reset()
-        extra = facts.tensors() if facts is not None else []
+        raw, done = [], []
+        for batch in grads:
+            (done if batch.normed else raw).extend(batch.tensors)
+        tensors, plan = collect([r.acc for r in recs], self.tail, self.min_grads, raw, done,
+                                reset=True)
+        extra = facts.tensors() if facts is not None else ()
         if extra:
             tensors = tensors + extra if tensors else extra
         if tensors:
@@ -62,19 +62,10 @@ class StepJudge:
         tail = []                           # the step's own values (StepFacts.tensors)
         if n_extra:
             tail, values = values[-n_extra:], values[:-n_extra]
-        numbers, raw, done = unpack(values, plan) if values else ([], [], [])
-        for rec, (norm, numel, inactive, input_dead, saturated, units) in zip(recs, numbers):
-            rms = norm / math.sqrt(numel) if math.isfinite(norm) else norm
-            x = _new(Observation, (rec.kind, rms, inactive, input_dead, saturated, units,
-                                   rec.is_output, None, None, None, None, None))
-            for detector, history, tracker in rec.on_output:
-                try:
-                    state, extra = detector.judge(x, history)
-                    detector.remember(x, history)
-                    if state != tracker.steady:     # else nothing to write, no evidence to build
-                        self._changed(rec, detector, tracker, x, state, extra, step)
-                except Exception as e:  # noqa: BLE001 - only this detector stops
-                    self._switch_off(detector, e)
+        raw, done = [], []
+        if values:
+            self._judge_outputs(values, plan, recs, step)
+            raw, done = grad_values(values, plan)
         norms = {}
         for batch in grads:
             values = done if batch.normed else raw
@@ -87,6 +78,31 @@ class StepJudge:
         if facts is not None:
             self._judge_step(facts, tail, step)
 
+    def _judge_outputs(self, values: list, plan, recs: list, step: int) -> None:
+        """Each layer's output numbers, read straight from the plan's slots (no record per
+        layer in between: this runs for every layer at every step), to its detectors."""
+        done = plan.n_done
+        shares, sats = unit_shares(values, plan)
+        for rec, slot in zip(recs, plan.slots):
+            r, k, p, m, u, i, s, count, numel = slot
+            if k + m == 1:      # one call, the common case: its one norm (layer_norm, inlined)
+                norm = values[r] if k else values[done + p]
+            else:
+                norm = layer_norm(values, slot, done)
+            rms = norm / math.sqrt(numel) if math.isfinite(norm) else norm
+            x = _new(Observation, (rec.kind, rms, None if u is None else shares[u],
+                                   None if i is None else shares[i],
+                                   None if s is None else sats[s], count, rec.is_output,
+                                   None, None, None, None, None))
+            for detector, history, tracker in rec.on_output:
+                try:
+                    state, extra = detector.judge(x, history)
+                    detector.remember(x, history)
+                    if state != tracker.steady:     # else nothing to write, no evidence to build
+                        self._changed(rec, detector, tracker, x, state, extra, step)
+                except Exception as e:  # noqa: BLE001 - only this detector stops
+                    self._switch_off(detector, e)
+
     def _judge_gradients(self, groups: list, values: list, step: int) -> dict:
         """groups: [(layer record, positions of its parameters' norms in `values`: a slice,
         or a tuple where they are not side by side)]."""
@@ -96,22 +112,26 @@ class StepJudge:
         top = max(norms)            # the largest finite one: max passes over NaN unless first
         if not math.isfinite(top):
             top = max((n for n in norms if math.isfinite(n)), default=0.0)
+        out = {}
         for (rec, _), norm in zip(groups, norms):
-            x = _new(Observation, (rec.kind, None, None, None, None, None, False, norm, top,
-                                   None, None, None))
+            out[rec] = norm
             if rec.on_grad:
+                x = _new(Observation, (rec.kind, None, None, None, None, None, False, norm, top,
+                                       None, None, None))
                 self._observe(rec, rec.on_grad, x, step)
-        return {rec: norm for (rec, _), norm in zip(groups, norms)}
+        return out
 
     def _judge_updates(self, batch, values: list, norms: dict, recs: list, step: int) -> None:
         """Each layer's update ratio; a layer with no gradient while one after it (in the
         optimizer's order) has one, and that ran this step, had its graph cut."""
         found = ratios(batch, values)
-        graded = [i for i, (rec, _) in enumerate(batch.groups) if rec in norms]
-        last = graded[-1] if graded else -1
+        groups = batch.groups
+        last = len(groups) - 1      # the last layer with a gradient, or -1
+        while last >= 0 and groups[last][0] not in norms:
+            last -= 1
         touched = set(recs)     # (a layer not called this step is not judged)
-        for i, (rec, _) in enumerate(batch.groups):
-            if rec not in touched:
+        for i, (rec, _) in enumerate(groups):
+            if rec not in touched or not rec.on_update:
                 continue
             norm = norms.get(rec)
             facts = _NO_GRAD if norm is None and i < last else None
@@ -124,15 +144,14 @@ class StepJudge:
         loss, first_grad = facts.values(values)
         reg = self.registry
         if loss is not None and reg.loss.on_output:
-            x = Observation(LOSS_KIND, loss=loss, facts=_SEVERAL if facts.several else None)
+            x = _of_step(LOSS_KIND, loss, _SEVERAL if facts.several else None)
             self._observe(reg.loss, reg.loss.on_output, x, step)
         if facts.optimized and reg.loop.on_output:
-            x = Observation(LOOP_KIND, facts={"reset": facts.reset(first_grad),
-                                              "eval_roots": facts.eval_roots})
+            x = _of_step(LOOP_KIND, None, {"reset": facts.reset(first_grad),
+                                           "eval_roots": facts.eval_roots})
             self._observe(reg.loop, reg.loop.on_output, x, step)
         for rec in facts.uncovered:
-            x = Observation(rec.kind, facts=_IN_NO_OPTIMIZER)
-            self._observe(rec, rec.on_update, x, step)
+            self._observe(rec, rec.on_update, _of_step(rec.kind, None, _IN_NO_OPTIMIZER), step)
 
     def _observe(self, rec, watchers: list, x, step: int) -> None:
         for detector, history, tracker in watchers:
@@ -167,6 +186,12 @@ class StepJudge:
         self.emit({"event": "transition", "step": t.step, "layer": self.registry.name_of(rec),
                    "module_type": rec.module_type, "kind": rec.kind, "signal": signal,
                    "from": t.previous, "to": t.state, "stats": _rounded(t.stats)})
+
+
+def _of_step(kind: str, loss, facts) -> Observation:
+    """An Observation of a step-level signal: only its loss and facts (built in C)."""
+    return _new(Observation, (kind, None, None, None, None, None, False, None, None, None, loss,
+                              facts))
 
 
 _NO_GRAD = {"no_grad": True}

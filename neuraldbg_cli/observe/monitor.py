@@ -20,6 +20,9 @@ from .registry import Registry
 from .step_facts import StepFacts, has_gradients, trains_in_eval
 from .updates import UpdateSampler
 
+# A NamedTuple's own __new__ is a Python function; tuple.__new__ builds the same record in C.
+_new = tuple.__new__
+
 
 class Monitor:
     """One instance per run or `with` block."""
@@ -135,8 +138,8 @@ class Monitor:
         uncovered = [r for r in recs if r.on_update and not r.in_optimizer
                      and has_gradients(r, self.registry.owners)] \
             if optimized and hooks.updates is not None else []
-        return StepFacts(losses, first_grad, resets, renewed, optimized, clock.optim.several(),
-                         eval_roots, uncovered)
+        return _new(StepFacts, (losses, first_grad, resets, renewed, optimized,
+                                clock.optim.several(), eval_roots, uncovered))
 
     # ---- faults ----------------------------------------------------------------------
     def _switch_off(self, error: BaseException) -> None:

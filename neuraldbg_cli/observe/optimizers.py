@@ -2,12 +2,16 @@
 each layer's gradient norm at the step (read with the rest of the step's numbers)."""
 from __future__ import annotations
 
+import operator
 import weakref
 from typing import NamedTuple
 
 import torch
 
 _F32 = torch.float32
+# A NamedTuple's own __new__ is a Python function; tuple.__new__ builds the same record in C.
+_new = tuple.__new__
+_params = operator.itemgetter("params")
 _LR_CHANGE = 0.10         # relative learning-rate change that is written as an hparams event
 
 
@@ -107,7 +111,7 @@ class OptimizerWatch:
                 plain = False
                 break
         if raw and plain:
-            return GradBatch(grads, groups, False)
+            return _new(GradBatch, (grads, groups, False))
         if not plain and any(g is None for g in grads):     # some without a gradient this step
             present = [p for p, g in zip(params, grads) if g is not None]
             grads = [p.grad for p in present]
@@ -127,7 +131,7 @@ class OptimizerWatch:
 def _groups_key(opt) -> tuple:
     """Identifies the optimizer's parameter lists: a new group, or a list changed in length,
     lays the parameters out again."""
-    return tuple((id(g["params"]), len(g["params"])) for g in opt.param_groups)
+    return tuple([(id(ps), len(ps)) for ps in map(_params, opt.param_groups)])
 
 
 def _layout(opt, owners: dict):

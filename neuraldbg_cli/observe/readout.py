@@ -18,18 +18,15 @@ from .stats import read_now
 _MAX_PENDING = 4        # steps read but not yet judged: beyond this, wait for the oldest
 
 
-def _on_cuda(tensor: torch.Tensor) -> bool:
-    return tensor.is_cuda
-
-
 class Readout:
     """Turns each step's 0-d tensors into floats, in step order.
 
-    defer(first tensor) -> bool decides which steps are read when ready; pin and event (a
-    factory of objects with record(), query() and synchronize(), as torch.cuda.Event) are
-    there for tests to run the deferred path on the CPU."""
+    defer(first tensor) -> bool decides which steps are read when ready (default: those on a
+    CUDA device); pin and event (a factory of objects with record(), query() and
+    synchronize(), as torch.cuda.Event) are there for tests to run the deferred path on the
+    CPU."""
 
-    def __init__(self, defer=_on_cuda, pin: bool = True, event=None):
+    def __init__(self, defer=None, pin: bool = True, event=None):
         self._defer = defer
         self._pin = pin
         self._event = event
@@ -37,10 +34,12 @@ class Readout:
 
     def submit(self, tensors: list, job) -> list:
         """[(values, job)] of the steps now readable, oldest first; perhaps none yet."""
-        if not self._defer(tensors[0]):
+        first = tensors[0]
+        # (the default test inline: this runs at every step)
+        if not (first.is_cuda if self._defer is None else self._defer(first)):
             now = (read_now(tensors), job)
             return [*self.drain(), now] if self._pending else [now]
-        home = tensors[0].device
+        home = first.device
         stacked = torch.stack([t if t.device == home else t.to(home) for t in tensors])
         host = torch.empty(stacked.shape, dtype=stacked.dtype,
                            pin_memory=self._pin and torch.cuda.is_available())

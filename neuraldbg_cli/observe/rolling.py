@@ -53,11 +53,16 @@ class RollingMedian:
     def near(self, value: float, distance: float) -> bool:
         """True when `value` is surely within `distance` of the median (a hair inside, for
         the rounding of these sums); False when telling takes the median itself."""
-        b = self.bounds()
-        if b is None:
+        # bounds(), inlined: this runs for every layer at every step
+        s, j, n = self._sorted, self._since, self.size
+        if s is None or n != self._window:
+            return False
+        h = n >> 1
+        low, high = h - j - 1 + (n & 1), h + j
+        if low < 0 or high >= n:
             return False
         d = distance * _HAIR
-        return b[1] - d <= value <= b[0] + d
+        return s[high] - d <= value <= s[low] + d
 
 
 _HAIR = 1 - 1e-9

@@ -3,8 +3,9 @@
 Copying every weight before each step would double the optimizer's memory traffic. Instead
 each parameter is watched through one fixed strided view of its elements (about `sample` of
 them, every s-th element with s coprime to the row length, so that every row and every column
-is represented). Before the step the view is copied (one batched call for all parameters);
-after it, the view minus the copy is the sampled update. A layer's ratio adds its parameters'
+is represented). Before the step the views are copied into buffers kept with them (one
+batched call for all parameters); after it, the copies minus the views are minus the sampled
+update, normed at once with the views (one call each). A layer's ratio adds its parameters'
 sums of squares, each scaled by numel / sampled, so a small bias does not weigh like a large
 weight. All of it stays on the device and is read with the step's other numbers.
 """
@@ -19,19 +20,23 @@ import torch
 # Only the rows of the batch's tokens change at a step: a sample may miss all of them, so an
 # unchanged sample of these says nothing.
 _SPARSE_ROWS = ("Embedding", "EmbeddingBag")
+_data_ptr = torch.Tensor.data_ptr
+# A NamedTuple's own __new__ is a Python function; tuple.__new__ builds the same record in C.
+_new = tuple.__new__
 
 
 class UpdateBatch(NamedTuple):
     """One optimizer's sampled update at one step, for the step end's one read."""
-    tensors: list       # the sampled updates, then the sampled weights after the step: to norm
+    tensors: list       # 0-d norms of the sampled updates, then of the sampled weights after it
     groups: list        # [(layer record, [(position among the updates, scale)])]
-    normed: bool = False  # (as GradBatch: its tensors are normed with the step's others)
+    normed: bool = True  # (as GradBatch: its tensors are norms already)
 
 
 class _Watched(NamedTuple):
     key: tuple          # the optimizer's parameter lists and the parameters' storages
     views: list         # one strided view per sampled parameter
     groups: list        # as UpdateBatch.groups
+    copies: list        # one buffer per view, overwritten by the copy before each step
 
 
 def sampled_view(p: torch.Tensor, sample: int) -> tuple | None:
@@ -61,7 +66,9 @@ class UpdateSampler:
         """Copy the sampled elements of `opt`'s parameters (its step is about to run)."""
         watched = self._watch(opt, owners)
         if watched.views:
-            self._before[id(opt)] = torch._foreach_mul(watched.views, 1.0)
+            # (into buffers kept with the views: no allocation)
+            torch._foreach_copy_(watched.copies, watched.views)
+            self._before[id(opt)] = watched.copies
 
     def after(self, opt) -> UpdateBatch | None:
         """The sampled update of the step `opt` just took (None: no copy was taken)."""
@@ -70,7 +77,10 @@ class UpdateSampler:
         if copies is None or entry is None or entry[0]() is not opt:
             return None
         views = entry[1].views
-        return UpdateBatch([*torch._foreach_sub(views, copies), *views], entry[1].groups)
+        # In place, the copies become minus the update: its norm is the update's. Normed now,
+        # the buffers are free for the next step (of this optimizer perhaps, in this step).
+        torch._foreach_sub_(copies, views)
+        return _new(UpdateBatch, (torch._foreach_norm([*copies, *views]), entry[1].groups, True))
 
     def forget(self) -> None:
         """Drop copies of a step that was not completed (a fault, the end of the run)."""
@@ -78,7 +88,7 @@ class UpdateSampler:
 
     def _watch(self, opt, owners: dict) -> _Watched:
         params = [p for g in opt.param_groups for p in g["params"]]
-        key = (len(owners), *((id(p), p.data_ptr()) for p in params))
+        key = (len(owners), *map(id, params), *map(_data_ptr, params))
         entry = self._watched.get(id(opt))
         if entry is None or entry[0]() is not opt or entry[1].key != key:
             self._watched = {k: e for k, e in self._watched.items() if e[0]() is not None}
@@ -98,7 +108,8 @@ class UpdateSampler:
             views.append(found[0])
         for rec in positions:
             rec.in_optimizer = True
-        return _Watched(key, views, list(positions.items()))
+        copies = [torch.empty(v.shape, dtype=v.dtype, device=v.device) for v in views]
+        return _Watched(key, views, list(positions.items()), copies)
 
 
 def ratios(batch: UpdateBatch, norms: list) -> dict:
@@ -107,8 +118,13 @@ def ratios(batch: UpdateBatch, norms: list) -> dict:
     half = len(norms) // 2
     out = {}
     for rec, parts in batch.groups:
-        du = sum(norms[i] ** 2 * s for i, s in parts)
-        w = sum(norms[half + i] ** 2 * s for i, s in parts)
+        # (one loop, no comprehension: this runs for every layer at every step; sum() of the
+        # terms, as Python sums them, in their order)
+        du, w = [], []
+        for i, s in parts:
+            du.append(norms[i] ** 2 * s)
+            w.append(norms[half + i] ** 2 * s)
+        du, w = sum(du), sum(w)
         if w <= 0 or du == 0 and rec.module_type in _SPARSE_ROWS:
             out[rec] = None
         else:

@@ -84,7 +84,7 @@ class ActivationDetector(Detector):
         return "normal", {}
 
     def remember(self, x: Observation, history: ActivationHistory) -> None:
-        _, rms, inactive, *_ = x
+        rms, inactive = x[1], x[2]
         if math.isfinite(rms):      # add_activation, inlined: this runs per layer and step
             history.log_rms.append(math.log(rms + _TINY))
             if inactive is not None:
