@@ -127,7 +127,24 @@ LOOP = Signal("loop", "normal", (
           "eval mode)."),
 ))
 
-SIGNALS: dict = {s.name: s for s in (ACTIVATION, GRADIENT, UPDATE, LOSS, LOOP)}
+# The model's output against the loss and the targets (the pseudo-layer (output)).
+OUTPUT = Signal("output", "normal", (
+    _ok("normal"),
+    State("constant", True, 0.95, "C", "bold red", "is constant (the same for every input)",
+          "Give the output layer as many units as the softmax normalises over (2 or more), or "
+          "use one unit with a sigmoid (BCELoss) or none (BCEWithLogitsLoss) for two classes."),
+    State("mismatched", True, 0.9, "W", "bold red", "does not match its loss",
+          "Feed the loss what it expects: logits into CrossEntropyLoss and BCEWithLogitsLoss, "
+          "log_softmax into NLLLoss, outputs of the targets' shape into regression losses."),
+    State("unreachable", True, 0.9, "U", "bold red", "cannot reach its targets",
+          "Use a linear output for regression (no sigmoid/tanh/softmax) and scale the targets; "
+          "give BCE losses targets in [0, 1]."),
+    State("one_class", True, 0.9, "O", "bold yellow", "is trained on one class only",
+          "Check the labels after preprocessing (y / 255 or a cast applied to the labels turns "
+          "them all into class 0) and shuffle the data."),
+), short="out")
+
+SIGNALS: dict = {s.name: s for s in (ACTIVATION, GRADIENT, UPDATE, LOSS, LOOP, OUTPUT)}
 
 
 def register(signal: Signal) -> Signal:

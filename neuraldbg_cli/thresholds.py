@@ -93,6 +93,18 @@ class LoopThresholds:
 
 
 @dataclass(frozen=True)
+class OutputThresholds:
+    """The model's output where it meets the loss and the targets (read at every step of the
+    first `dense_steps`, then at one step in `every`: the pairing is the script's, not the
+    batch's)."""
+    beyond: float = 0.5
+    one_class_steps: int = 50
+    log_prob_tolerance: float = 0.05
+    dense_steps: int = 20
+    every: int = 10
+
+
+@dataclass(frozen=True)
 class InitThresholds:
     """Weights at first sight against the fan-in rule for the activation after them (He for
     ReLU, Xavier/LeCun otherwise): off by more than this factor either way is named."""
@@ -111,6 +123,7 @@ class Thresholds:
     update: UpdateThresholds = field(default_factory=UpdateThresholds)
     loss: LossThresholds = field(default_factory=LossThresholds)
     loop: LoopThresholds = field(default_factory=LoopThresholds)
+    output: OutputThresholds = field(default_factory=OutputThresholds)
     init: InitThresholds = field(default_factory=InitThresholds)
     debounce_steps: int = 2
     fail_on: tuple[str, ...] = ()

@@ -18,17 +18,19 @@ from . import trace_shapes as shapes
 from .errors import InputError
 from .inert import inert
 
-# 2: learning dynamics and loop mistakes (signals update, loss, loop; weight scale in model
-# events). Schema-1 traces are still read.
+# 2: learning dynamics, loop mistakes and the output/loss pairing (signals update, loss, loop,
+# output; weight scale in model events). Schema-1 traces are still read.
 SCHEMA = 2
 
 # Pseudo-layers of the trace: the outermost module's input, the outermost module itself, the
-# loss passed to backward(), the training loop.
+# loss passed to backward(), the training loop, the model's output where it meets the loss.
 INPUT_LAYER = "(input)"
 ROOT_LAYER = "(root)"
 LOSS_LAYER = "(loss)"
 LOOP_LAYER = "(loop)"
-PSEUDO_LAYERS = (INPUT_LAYER, LOSS_LAYER, LOOP_LAYER)     # not modules: no module type to show
+OUTPUT_LAYER = "(output)"
+# not modules: no module type to show
+PSEUDO_LAYERS = (INPUT_LAYER, LOSS_LAYER, LOOP_LAYER, OUTPUT_LAYER)
 
 
 def _clean(value):

@@ -19,7 +19,7 @@ PROBLEMS = [(sig.name, st.name) for sig in states.SIGNALS.values() for st in sig
             if st.name != sig.ok]
 # A layer of the right kind for each signal's states (the gradient of a Linear, ...)
 LAYER = {"activation": "net.1", "gradient": "net.0", "update": "net.0", "loss": "(loss)",
-         "loop": "(loop)"}
+         "loop": "(loop)", "output": "(output)"}
 
 
 def report_of(tmp_path, maker, width=200):
@@ -90,8 +90,10 @@ def test_every_reader_knows_every_state(tmp_path, signal, name):
     t = TraceMaker().tr(10, LAYER[signal], name, signal=signal).end(40)
     analysis, out = report_of(tmp_path, t)
     top = analysis.hypotheses[0]
-    # with nothing else in the trace the cause is unknown, but a loop mistake is its own cause
-    own = "training_loop" if signal == "loop" or name in ("frozen", "detached") else None
+    # with nothing else in the trace the cause is unknown, but a loop mistake is its own cause,
+    # and an output that does not suit its loss is the model's design
+    own = "training_loop" if signal == "loop" or name in ("frozen", "detached") else \
+        "architecture" if signal == "output" else None
     assert (top.symptom, top.signal, top.cause) == (name, signal, own or "unknown")
     assert st.verb in top.summary and top.fix == st.fix
     if own is None:

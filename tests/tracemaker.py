@@ -19,6 +19,7 @@ class TraceMaker:
         self.layers["(input)"] = ("input", "input")
         self.layers["(loss)"] = ("loss", "loss")
         self.layers["(loop)"] = ("loop", "loop")
+        self.layers["(output)"] = ("output", "output")
         self.state: dict = {}
         self.events = [
             {"event": "run_start", "schema": 1, "version": "0.1.0", "script": script,
@@ -39,6 +40,7 @@ class TraceMaker:
                     self.tr(0, name, "normal", signal="update")
             self.tr(0, "(loss)", "normal", signal="loss")
             self.tr(0, "(loop)", "normal", signal="loop")
+            self.tr(0, "(output)", "normal", signal="output")
 
     def tr(self, step, layer, to, *, signal=None, **stats):
         if signal is None:      # the first signal that has the state: nonfinite is an activation

@@ -10,6 +10,7 @@ from .runs import ACT, GRAD
 LOSS = states.LOSS.name
 LOOP = states.LOOP.name
 UPDATE = states.UPDATE.name
+OUTPUT = states.OUTPUT.name
 
 WINDOW = 5            # steps: onsets of one story differ by the debounce and a few updates
 HORIZON = 4 * WINDOW  # no rule links a failure to one that ended longer ago than this
@@ -125,6 +126,18 @@ def loop_mistake_spreads(a, b, ctx):
     return f"the training loop has been {a.state} since step {a.onset}"
 
 
+def output_mismatch_spreads(a, b, ctx):
+    """An output the loss cannot use (a constant, probabilities taken for logits, targets out
+    of reach) starves or distorts the gradient of every layer: gradients vanish or blow up,
+    weights stop moving, the last activations saturate, the loss stalls or swings."""
+    if a.signal != OUTPUT or b.signal in (OUTPUT, LOOP) or b.run != a.run \
+            or b.layer == INPUT_LAYER or not _active(a, b.onset):
+        return None
+    if b.signal == ACT and b.state not in ("saturated", "dead"):
+        return None
+    return f"the model's output has been {a.state} against its loss since step {a.onset}"
+
+
 def big_updates_throw_off(a, b, ctx):
     """Updates too large for the weights move every layer far in one step: outputs jump,
     units die or saturate, gradients blow up, the loss spikes; the same steps are too large
@@ -168,4 +181,4 @@ def shows_in_loss(a, b, ctx):
 ECHOES = [nonfinite_spreads, dead_cuts_gradients, change_spreads_forward,
           bigger_activations_bigger_gradients, gradient_flows_backward, bad_update_corrupts_weights,
           same_failure_other_rank, worsens_in_place, relapses, loop_mistake_spreads,
-          big_updates_throw_off, loss_swings_again, shows_in_loss]
+          output_mismatch_spreads, big_updates_throw_off, loss_swings_again, shows_in_loss]

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from .. import states
-from ..trace import INPUT_LAYER, LOOP_LAYER, LOSS_LAYER
+from ..trace import INPUT_LAYER, LOOP_LAYER, LOSS_LAYER, OUTPUT_LAYER
 from .echoes import WINDOW
 from .episodes import Episode
 from .runs import ACT, Run, is_int
@@ -27,6 +27,8 @@ def describe(ep) -> str:
         return f"the loss {verb_of(ep)}"
     if ep.layer == LOOP_LAYER:
         return f"the training loop {verb_of(ep)}"
+    if ep.layer == OUTPUT_LAYER:
+        return f"the model's output {verb_of(ep)}"
     who = f"{ep.layer} ({ep.module_type})"
     if ep.signal == states.UPDATE.name:
         return f"{who} {verb_of(ep)}"
@@ -63,7 +65,9 @@ _STATS = (  # (key, label): the numbers of a transition, in the words of the rep
     ("dead_ratio", lambda s: f"{_pct(s['dead_ratio'])} of units dead"),
     ("saturated_ratio", lambda s: f"{_pct(s['saturated_ratio'])} of units saturated"),
     ("observed", lambda s: f"{_pct(s.get('input_dead_ratio'))} of input units zero"),
-    ("units", lambda s: f"{_num(s['units'])} units"),
+    ("loss_fn", lambda s: f"{s['loss_fn']} of {s.get('activation') or 'a linear'} output "
+                          f"{_num(s.get('output_min'))}..{_num(s.get('output_max'))}"),
+    ("units", lambda s: f"{_num(s['units'])} unit{'s' * (s['units'] != 1)}"),
     ("rms", lambda s: f"output rms {_num(s['rms'])}"),
     ("rms_ratio", lambda s: f"x{_num(s['rms_ratio'])} its recent median ({_num(s.get('rms_median'))})"),
     ("sparsity_shift", lambda s: f"inactive share moved {_num(s['sparsity_shift'])} from "

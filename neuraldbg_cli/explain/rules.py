@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from .. import states
 from ..trace import INPUT_LAYER
-from . import dynamics, mistakes, rates
+from . import dynamics, mistakes, outputs, rates
 from .echoes import WINDOW
 from .finding import Finding
 from .runs import ACT, GRAD
@@ -11,6 +11,10 @@ from .runs import ACT, GRAD
 LR_WINDOW = 20      # steps: how long after a learning-rate increase a failure is blamed on it
 PEAK_RISE = 3.0     # a rise this large stays to blame while the rate it reached is in force
 UNSCALED_RMS = 20.0   # input rms from which data looks unstandardised (images in 0..255: ~100)
+# ... and where the model's first activation is a sigmoid/tanh that saturates: default init
+# passes ~0.6x the input's rms to it, and a tanh saturates from ~2 (pixels in 0..16: rms ~8)
+SQUASH_UNSCALED_RMS = 4.0
+_ACTIVATION_KINDS = ("relu", "smooth", "sigmoid", "tanh")
 # States a learning rate too high can bring about.
 _LR_STATES = ("dead", "saturated", "exploding", "nonfinite", "spiking", "diverging", "too_large")
 
@@ -62,7 +66,10 @@ def unscaled_input(ep, ctx):
     if ep.layer == INPUT_LAYER or ep.state not in ("saturated", "dead", "exploding", "vanishing"):
         return None
     rms = ctx.input_rms(ep.run, ep.onset)
-    if rms is None or rms < UNSCALED_RMS:
+    first = next((l for l in ctx.model_of(ep.layer) if l.get("kind") in _ACTIVATION_KINDS), {})
+    squashed_first = ep.state == "saturated" and first.get("name") == ep.layer \
+        and first.get("kind") in ("sigmoid", "tanh")
+    if rms is None or rms < (SQUASH_UNSCALED_RMS if squashed_first else UNSCALED_RMS):
         return None
     return Finding("input_data", 0.8, f"the model's input is not standardised (rms {rms:.3g})",
                    (f"the values entering the model have rms {rms:.3g}; standardised data is "
@@ -188,8 +195,9 @@ def unexplained(ep, ctx):
 
 
 # In order of preference where two are equally strong (max keeps the first).
-CAUSES = [mistakes.loop_mistake, bad_batch, unscaled_input, raised_learning_rate, long_at_peak,
-          dynamics.rate_too_high, high_learning_rate, dynamics.weights_off_scale,
+CAUSES = [outputs.output_mismatch, mistakes.loop_mistake, bad_batch, unscaled_input,
+          raised_learning_rate, long_at_peak, dynamics.rate_too_high, high_learning_rate,
+          dynamics.weights_off_scale,
           present_from_start, deep_saturating_stack, deep_without_norm, unexplained]
 
 

@@ -28,7 +28,8 @@ class Timeline:
         yield Text(f"Timeline: steps 0-{last}, {scale}", style="title")
         yield Text(" " * (label_w + 1) + _axis(cols, per))
         worst = states.worst_first()
-        for label, eps, first, mark in _pick(rows):
+        picked = _pick(rows)
+        for label, eps, first, mark in picked:
             line = Text(_fit(label, label_w).ljust(label_w) + " ")
             ok = _ok_style(eps[0].signal)
             for c in range(cols):
@@ -40,7 +41,10 @@ class Timeline:
             yield line.append(mark, style="position")
         if len(rows) > MAX_ROWS:
             yield Text(f"... {len(rows) - MAX_ROWS} more rows (see --json)", style="muted")
-        yield Text("legend: " + ", ".join(f"{states.named(s).letter} {s}" for s in worst)
+        # (only the states the rows show: the vocabulary has grown past one line)
+        shown = {ep.state for _, eps, _, _ in picked for ep in eps}
+        yield Text("legend: " + ", ".join(f"{states.named(s).letter} {s}" for s in worst
+                                          if s in shown)
                    + ", . healthy, blank not yet seen", style="muted")
 
     def rows(self) -> list:

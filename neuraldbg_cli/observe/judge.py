@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 
 from .detectors.base import Observation
-from .kinds import LOOP_KIND, LOSS_KIND, SIGMOID, TANH, UNIT_KINDS
+from .kinds import LOOP_KIND, LOSS_KIND, OUTPUT_KIND, SIGMOID, TANH, UNIT_KINDS
 from .readout import Readout
 from .stats import collect, grad_values, layer_norm, unit_shares
 from .updates import UpdateBatch, ratios
@@ -140,8 +140,9 @@ class StepJudge:
             self._observe(rec, rec.on_update, x, step)
 
     def _judge_step(self, facts, values: list, step: int) -> None:
-        """The pseudo-layers (loss) and (loop), and the layers outside every optimizer."""
-        loss, first_grad = facts.values(values)
+        """The pseudo-layers (loss), (loop) and (output), and the layers outside every
+        optimizer."""
+        loss, first_grad, call = facts.values(values)
         reg = self.registry
         if loss is not None and reg.loss.on_output:
             x = _of_step(LOSS_KIND, loss, _SEVERAL if facts.several else None)
@@ -150,6 +151,8 @@ class StepJudge:
             x = _of_step(LOOP_KIND, None, {"reset": facts.reset(first_grad),
                                            "eval_roots": facts.eval_roots})
             self._observe(reg.loop, reg.loop.on_output, x, step)
+        if call is not None and reg.output.on_output:
+            self._observe(reg.output, reg.output.on_output, _of_step(OUTPUT_KIND, None, call), step)
         for rec in facts.uncovered:
             self._observe(rec, rec.on_update, _of_step(rec.kind, None, _IN_NO_OPTIMIZER), step)
 

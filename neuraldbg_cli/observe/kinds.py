@@ -12,6 +12,7 @@ OTHER = "other"        # everything else: non-finite values and sudden shifts on
 INPUT_KIND = "input"   # the outermost module's input (the pseudo-layer trace.INPUT_LAYER)
 LOSS_KIND = "loss"     # the loss passed to backward() (the pseudo-layer trace.LOSS_LAYER)
 LOOP_KIND = "loop"     # the training loop itself (the pseudo-layer trace.LOOP_LAYER)
+OUTPUT_KIND = "output"  # the model's output at the loss call (the pseudo-layer trace.OUTPUT_LAYER)
 
 UNIT_KINDS = (RELU, SMOOTH)         # per-unit maxima tell inactive units
 SQUASH_KINDS = (SIGMOID, TANH)      # per-unit mean derivative tells saturated units

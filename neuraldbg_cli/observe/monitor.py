@@ -16,6 +16,7 @@ from .backward import Backward
 from .clock import StepClock
 from .hooks import Hooks
 from .judge import StepJudge
+from .pairing import LossCalls
 from .registry import Registry
 from .step_facts import StepFacts, has_gradients, trains_in_eval
 from .updates import UpdateSampler
@@ -43,6 +44,8 @@ class Monitor:
         # the loss and the loop, when some detector watches them
         pseudo = self.registry.loss.watching or self.registry.loop.watching
         self.backward = self.hooks.backward = Backward(self.fault) if pseudo else None
+        self.loss_calls = LossCalls(self.clock, self.hooks, thresholds.output, self.fault) \
+            if self.registry.output.watching else None
 
     @property
     def steps(self) -> int:
@@ -63,12 +66,14 @@ class Monitor:
         if self.registry.model is not None:
             self.registry.add_root_safely(self.registry.model)
         self.hooks.install(existing_optimizers, self._optimizer_created)
-        if self.backward is not None:
-            try:
-                self.backward.install()
-            except Exception as e:  # noqa: BLE001 - the rest observes on
-                self.backward.remove()
-                self.fault("loss observation switched off", e)
+        for part, what in ((self.backward, "loss observation"),
+                           (self.loss_calls, "loss-call observation")):
+            if part is not None:
+                try:
+                    part.install()
+                except Exception as e:  # noqa: BLE001 - the rest observes on
+                    part.remove()
+                    self.fault(f"{what} switched off", e)
 
     def _optimizer_created(self) -> None:
         clock = self.clock
@@ -79,8 +84,9 @@ class Monitor:
 
     def remove(self) -> None:
         self.hooks.remove()
-        if self.backward is not None:
-            self.backward.remove()
+        for part in (self.backward, self.loss_calls):
+            if part is not None:
+                part.remove()
 
     def close(self, completed: bool = True) -> None:
         """End of the run: classify a step in progress, unhook; after a crash or an
@@ -138,8 +144,9 @@ class Monitor:
         uncovered = [r for r in recs if r.on_update and not r.in_optimizer
                      and has_gradients(r, self.registry.owners)] \
             if optimized and hooks.updates is not None else []
+        call = self.loss_calls.take() if self.loss_calls is not None else None
         return _new(StepFacts, (losses, first_grad, resets, renewed, optimized,
-                                clock.optim.several(), eval_roots, uncovered))
+                                clock.optim.several(), eval_roots, uncovered, call))
 
     # ---- faults ----------------------------------------------------------------------
     def _switch_off(self, error: BaseException) -> None:

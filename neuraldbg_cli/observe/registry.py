@@ -7,9 +7,9 @@ import weakref
 from torch import nn
 from torch.nn.parameter import is_lazy
 
-from ..trace import INPUT_LAYER, LOOP_LAYER, LOSS_LAYER
+from ..trace import INPUT_LAYER, LOOP_LAYER, LOSS_LAYER, OUTPUT_LAYER
 from . import naming, weights
-from .kinds import INPUT_KIND, LOOP_KIND, LOSS_KIND, OTHER, kind_of
+from .kinds import INPUT_KIND, LOOP_KIND, LOSS_KIND, OTHER, OUTPUT_KIND, kind_of
 from .layers import LayerRec, Skipped
 
 _Loss = nn.modules.loss._Loss
@@ -38,6 +38,7 @@ class Registry:
         # the step's own signals: judged at the step end when some detector watches them
         self.loss = self._pseudo(LOSS_KIND, LOSS_LAYER, False)
         self.loop = self._pseudo(LOOP_KIND, LOOP_LAYER, False)
+        self.output = self._pseudo(OUTPUT_KIND, OUTPUT_LAYER, False)
         self.unnamed_seen = False           # a layer seen outside any known outermost call
         self._unnamed = 0
         self._scanned = False
@@ -87,7 +88,7 @@ class Registry:
     def layers(self) -> list:
         """The pseudo-layers' records and every layer's, each once."""
         recs = [r for r in self.recs.values() if not r.skip]
-        return [self.input, *dict.fromkeys(recs), self.loss, self.loop]
+        return [self.input, *dict.fromkeys(recs), self.loss, self.loop, self.output]
 
     def purge(self) -> None:
         """Forget modules that were garbage-collected (e.g. created anew in each forward)."""

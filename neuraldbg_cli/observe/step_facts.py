@@ -1,5 +1,6 @@
 """What a step tells beyond its layers: its loss, whether the gradients were reset before
-it, which models trained in eval() mode, which layers got gradients outside every optimizer."""
+it, which models trained in eval() mode, which layers got gradients outside every optimizer,
+how its output met the loss."""
 from __future__ import annotations
 
 from typing import NamedTuple
@@ -16,6 +17,7 @@ class StepFacts(NamedTuple):
     several: bool           # more than one optimizer stepped
     eval_roots: list        # names of models that trained in eval() mode
     uncovered: list         # layer records with gradients that no optimizer holds
+    pairing: object = None  # the step's first loss call (pairing.LossCall), or None
 
     def tensors(self) -> list:
         """The 0-d tensors to read with the step's others: the loss summed, the gradient."""
@@ -26,14 +28,19 @@ class StepFacts(NamedTuple):
                        torch.stack([t.to(first.device) for t in self.losses]).sum())
         if self.first_grad is not None:
             out.append(self.first_grad)
+        if self.pairing is not None:
+            out += self.pairing.tensors
         return out
 
     def values(self, values: list) -> tuple:
-        """(loss, first_grad) from the values read for `tensors()`, None where absent."""
+        """(loss, first_grad, the loss call's facts) from the values read for `tensors()`,
+        None where absent."""
         it = iter(values)
         loss = next(it, None) if self.losses else None
         first_grad = next(it, None) if self.first_grad is not None else None
-        return loss, first_grad
+        pairing = self.pairing
+        call = pairing.facts(list(it)) if pairing is not None else None
+        return loss, first_grad, call
 
     def reset(self, first_grad: float | None) -> bool | None:
         """Were the gradients reset since the last step? None: it cannot be told."""

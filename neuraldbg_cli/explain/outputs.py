@@ -1,0 +1,170 @@
+"""Cause rule for the model's output against the loss and the targets: each mismatch the
+(output) detector names (its `why`), told with the numbers it rests on and the usual remedy.
+The output activation or the loss chosen is `architecture`; targets broken or out of range are
+`input_data`."""
+from __future__ import annotations
+
+from .. import states
+from .finding import Finding
+
+OUTPUT = states.OUTPUT.name
+
+_LOSS_NAMES = {"cross_entropy": "cross_entropy (CrossEntropyLoss)",
+               "nll_loss": "nll_loss (NLLLoss)",
+               "binary_cross_entropy": "binary_cross_entropy (BCELoss)",
+               "binary_cross_entropy_with_logits":
+                   "binary_cross_entropy_with_logits (BCEWithLogitsLoss)",
+               "mse_loss": "mse_loss (MSELoss)", "l1_loss": "l1_loss (L1Loss)",
+               "smooth_l1_loss": "smooth_l1_loss (SmoothL1Loss)",
+               "huber_loss": "huber_loss (HuberLoss)"}
+_BOUND = {"sigmoid": "<= 1", "softmax": "<= 1", "tanh": "within -1..1"}
+
+
+def output_mismatch(ep, ctx):
+    """A state of the (output) pseudo-layer: the pairing of output, loss and targets."""
+    if ep.signal != OUTPUT:
+        return None
+    s = ep.stats
+    why = s.get("why")
+    told = _TOLD.get(why)
+    if told is None:
+        known = states.state_of(ep.signal, ep.state)
+        return Finding("architecture", 0.7, "the model's output does not suit its loss and "
+                       "targets", (), known.fix if known is not None else "")
+    cause, strength, summary, line, fix = told(_Words(s))
+    return Finding(cause, strength, summary, (line,), fix)
+
+
+class _Words:
+    """The numbers of an (output) transition, as they read in a sentence."""
+
+    def __init__(self, s: dict):
+        self.s = s
+        self.loss = _LOSS_NAMES.get(s.get("loss_fn"), str(s.get("loss_fn", "the loss")))
+        self.act = str(s.get("activation") or "no activation")
+        self.rows = _n(s.get("rows"))
+        self.units = _n(s.get("units"))
+        self.out = f"{_n(s.get('output_min'))}..{_n(s.get('output_max'))}"
+        self.targets = f"{_n(s.get('target_min'))}..{_n(s.get('target_max'))}"
+
+    def shape(self, key: str) -> str:
+        v = self.s.get(key)
+        return "(" + ", ".join(map(str, v)) + ("," if len(v) == 1 else "") + ")" \
+            if isinstance(v, list) else "?"
+
+
+def _n(v) -> str:
+    return f"{v:.4g}" if isinstance(v, (int, float)) and not isinstance(v, bool) else "?"
+
+
+def _one_unit(w):
+    value = _n(w.s.get("output_min"))
+    return ("architecture", 0.9, f"a {w.act} over a single unit is the constant {value}, so no "
+            "gradient reaches the model and the loss cannot move",
+            f"output constant {value} over {w.rows} rows: a {w.act} over 1 unit, into {w.loss}",
+            "Use one unit with a sigmoid into BCELoss (or no activation into BCEWithLogitsLoss) "
+            "for two classes, or as many output units as classes with logits into "
+            "CrossEntropyLoss.")
+
+
+def _one_class_unit(w):
+    return ("architecture", 0.9, f"{w.loss} over a single output unit is 0 whatever the model "
+            "outputs: one class leaves nothing to learn",
+            f"{w.loss} over {w.units} output unit ({w.rows} rows): the softmax of one value is 1",
+            "Give the head one unit per class, or use BCEWithLogitsLoss with one unit for a "
+            "binary target.")
+
+
+def _probabilities_into(what: str, applies: str, fix: str):
+    def told(w):
+        return ("architecture", 0.85, f"the output goes through a {w.act} before {w.loss}, "
+                f"which applies {applies} itself: {what}",
+                f"{w.loss} is fed the output of a {w.act} (values {w.out} over {w.rows} rows of "
+                f"{w.units} units) rather than logits", fix)
+    return told
+
+
+def _not_log_probabilities(w):
+    gap = _n(w.s.get("row_logsumexp_gap"))
+    given = f"the output of a {w.act}" if w.s.get("activation") else "raw outputs (logits)"
+    return ("architecture", 0.85, "nll_loss expects log-probabilities and is given "
+            f"{given}, so its value means nothing (it can go below 0)",
+            f"{w.loss} input rows have a logsumexp up to {gap} away from 0 (log-probabilities "
+            f"have 0), values {w.out}, {w.units} classes",
+            "Put log_softmax (nn.LogSoftmax(dim=1)) before NLLLoss, or feed the logits to "
+            "CrossEntropyLoss instead.")
+
+
+def _broadcast(w):
+    out, target = w.shape("output_shape"), w.shape("target_shape")
+    return ("architecture", 0.85, f"the output {out} and the targets {target} differ in shape, "
+            f"so {w.loss} broadcasts them against each other and compares every output with "
+            "every target", f"output shape {out}, target shape {target} in {w.loss}",
+            "Give the targets the output's shape (y.unsqueeze(1), or out.squeeze(1)); torch "
+            "warns once about it (\"Using a target size that is different to the input size\").")
+
+
+def _regression_on_classes(w):
+    return ("architecture", 0.8, f"{w.loss}, a regression loss, is used on one-hot class "
+            "targets: its gradient is a constant size whatever the error, so classes are learnt "
+            "slowly or not at all",
+            f"targets one-hot over {w.units} classes ({w.rows} rows), loss {w.loss}, output "
+            f"{w.act}", "Use CrossEntropyLoss on the logits with the class indices as targets.")
+
+
+def _exclusive(w):
+    return ("architecture", 0.7, f"every target row is one-hot over {w.units} classes, yet "
+            f"{w.loss} treats the classes as independent yes/no questions",
+            f"targets one-hot (exactly one 1 per row) over {w.units} classes in every step "
+            f"read, into {w.loss} with {w.act}",
+            "For exclusive classes use one logit per class into CrossEntropyLoss with the class "
+            "indices (or nn.Softmax + NLLLoss on its log); keep BCE for multi-label targets.")
+
+
+def _bounded(w):
+    bound = _BOUND.get(w.s.get("activation"), "bounded")
+    return ("architecture", 0.85, f"the output goes through a {w.act}, so it is {bound}, while "
+            f"the targets range {w.targets}: the model can never reach them",
+            f"targets range {w.targets}, the {w.act} output is {bound} (values {w.out}), loss "
+            f"{w.loss}", "Use a linear output (no activation) for regression, and standardise "
+            "the targets (subtract their mean, divide by their std; undo it at prediction).")
+
+
+def _not_probabilities(w):
+    return ("input_data", 0.85, f"the targets of {w.loss} range {w.targets}, but they must be "
+            "probabilities in 0..1: the loss has no minimum there and cannot reach zero",
+            f"targets range {w.targets} in {w.loss} ({w.rows} rows)",
+            "For class labels use CrossEntropyLoss with one logit per class; for binary targets "
+            "map them to 0/1 (and soft labels into 0..1).")
+
+
+def _one_class(w):
+    steps = _n(w.s.get("steps"))
+    return ("input_data", 0.85, f"every class-index target of {w.loss} was class "
+            f"{_n(w.s.get('target_min'))} for {steps} steps from the start: the labels were "
+            "broken on their way in (y / 255, a cast), or the data is not shuffled",
+            f"every target read in the first {steps} steps was class {_n(w.s.get('target_min'))} "
+            f"(the head has {w.units} classes)",
+            "Check the labels after preprocessing (print torch.bincount(y)): scale the inputs, "
+            "not the labels; shuffle the data (DataLoader(shuffle=True)).")
+
+
+_TOLD = {
+    "normalised_one_unit": _one_unit,
+    "one_class_unit": _one_class_unit,
+    "probabilities_into_cross_entropy": _probabilities_into(
+        "probabilities used as logits squash the loss's gradient, so training crawls",
+        "log_softmax", "Return the logits (no softmax/sigmoid) and let CrossEntropyLoss apply "
+        "log_softmax; take the softmax only for predictions."),
+    "probabilities_into_bce_with_logits": _probabilities_into(
+        "the sigmoid is applied twice, so the predictions stay between 0.5 and 0.73",
+        "the sigmoid", "Return the logits into BCEWithLogitsLoss, or keep the sigmoid and use "
+        "BCELoss."),
+    "not_log_probabilities": _not_log_probabilities,
+    "broadcast": _broadcast,
+    "regression_loss_on_classes": _regression_on_classes,
+    "exclusive_classes": _exclusive,
+    "bounded_output": _bounded,
+    "targets_not_probabilities": _not_probabilities,
+    "one_class": _one_class,
+}

@@ -1,0 +1,140 @@
+"""The model's output against the loss and the targets: the classic mismatches.
+
+Judged on the pseudo-layer (output) from the step's first loss call (observe.pairing): an
+output that cannot vary (a softmax over one unit), an output activation the loss does not
+expect (probabilities into a loss that applies log_softmax or the sigmoid itself, a target
+shape the loss broadcasts against), targets the output cannot reach (a sigmoid regressing on
+prices, BCE targets outside 0..1), and class-index targets that are all one class. Each
+verdict names its reason (`why`) and quotes the numbers it rests on. Healthy pairings (logits
+into CrossEntropyLoss, log_softmax into NLLLoss, a sigmoid into BCELoss on 0/1 targets, a
+linear head on any targets, label smoothing, probability targets) match none of them.
+"""
+from __future__ import annotations
+
+import math
+
+from ... import states
+from ..kinds import OUTPUT_KIND
+from ..pairing import BCE_LOSSES, CLASS_LOSSES, REGRESSION_LOSSES
+from . import register
+from .base import NOTHING, Detector, Observation
+
+PAIRING = "pairing"         # the reduction asked for: the step's loss call
+_NEEDS = frozenset((PAIRING,))
+_BOUNDS = {"sigmoid": (0.0, 1.0), "softmax": (0.0, 1.0), "tanh": (-1.0, 1.0)}
+_PROBABILITIES = ("sigmoid", "softmax")
+_BCE_SLACK = 1e-3           # BCE targets this far outside 0..1: not rounding
+
+
+class OutputHistory:
+    __slots__ = ("first", "target_min", "target_max", "one_hot", "index")
+
+    def __init__(self):
+        self.first = None               # the step of the first loss call judged
+        self.target_min = math.inf      # over the run
+        self.target_max = -math.inf
+        self.one_hot = True             # every target row so far one-hot
+        self.index = True               # every target so far class indices
+
+
+class OutputDetector(Detector):
+    """The pseudo-layer (output); facts: observe.pairing.LossCall.facts."""
+
+    signal = states.OUTPUT
+
+    def needs(self, module, kind: str, leaf: bool) -> frozenset:
+        return _NEEDS if module is None and kind == OUTPUT_KIND else NOTHING
+
+    def history(self) -> OutputHistory:
+        return OutputHistory()
+
+    def judge(self, x: Observation, h: OutputHistory) -> tuple:
+        f = x.facts
+        if not f:
+            return "normal", {}
+        for check in (_constant, _mismatched, _unreachable):
+            found = check(f, h, self.th.output)
+            if found is not None:
+                return found[0], {**_quoted(f), "why": found[1]}
+        lo, hi = min(h.target_min, f["target_min"]), max(h.target_max, f["target_max"])
+        steps = f["step"] - (f["step"] if h.first is None else h.first) + 1
+        if f["loss_fn"] in CLASS_LOSSES and f["target"] == "index" and h.index and lo == hi \
+                and steps >= self.th.output.one_class_steps:
+            return "one_class", {**_quoted(f), "why": "one_class", "steps": steps}
+        return "normal", {}
+
+    def remember(self, x: Observation, h: OutputHistory) -> None:
+        f = x.facts
+        if not f:
+            return
+        if h.first is None:
+            h.first = f["step"]
+        if math.isfinite(f["target_min"]) and math.isfinite(f["target_max"]):
+            h.target_min = min(h.target_min, f["target_min"])
+            h.target_max = max(h.target_max, f["target_max"])
+        h.one_hot = h.one_hot and _one_hot(f)
+        h.index = h.index and f["target"] == "index"
+
+    def evidence(self, x: Observation, extra: dict) -> dict:
+        return extra
+
+
+def _constant(f: dict, h, th):
+    """A softmax or log_softmax over a single unit is 1 (0) whatever its input, and so is the
+    cross-entropy of one class: no gradient reaches the model."""
+    if f["activation"] in ("softmax", "log_softmax") and f["normalised"] == 1:
+        return "constant", "normalised_one_unit"
+    if f["loss_fn"] in CLASS_LOSSES and f["units"] == 1:
+        return "constant", "one_class_unit"
+    return None
+
+
+def _mismatched(f: dict, h, th):
+    loss, act = f["loss_fn"], f["activation"]
+    if loss == "cross_entropy" and act in _PROBABILITIES:
+        return "mismatched", "probabilities_into_cross_entropy"
+    if loss == "binary_cross_entropy_with_logits" and act in _PROBABILITIES:
+        return "mismatched", "probabilities_into_bce_with_logits"
+    gap = f.get("row_logsumexp_gap")
+    if loss == "nll_loss" and act != "log_softmax" and gap is not None \
+            and gap > th.log_prob_tolerance:        # (inf: logits overflowed; NaN: never)
+        return "mismatched", "not_log_probabilities"
+    if loss in REGRESSION_LOSSES and f["output_shape"] != f["target_shape"]:
+        return "mismatched", "broadcast"
+    if loss == "l1_loss" and f["units"] >= 2 and _one_hot(f):
+        return "mismatched", "regression_loss_on_classes"
+    if loss in BCE_LOSSES and f["units"] >= 3 and h.one_hot and _one_hot(f):
+        return "mismatched", "exclusive_classes"
+    return None
+
+
+def _unreachable(f: dict, h, th):
+    loss, t_min, t_max = f["loss_fn"], f["target_min"], f["target_max"]
+    bound = _BOUNDS.get(f["activation"])
+    if loss in REGRESSION_LOSSES and bound is not None:
+        lo, hi = bound
+        margin = th.beyond * (hi - lo)
+        if t_max > hi + margin or t_min < lo - margin:
+            return "unreachable", "bounded_output"
+    if loss in BCE_LOSSES and (t_min < -_BCE_SLACK or t_max > 1 + _BCE_SLACK):
+        return "unreachable", "targets_not_probabilities"
+    return None
+
+
+def _one_hot(f: dict) -> bool:
+    """This call's sampled target rows are one-hot: values in 0..1, each row summing to 1
+    with a 1 in it (so a single 1 and the rest 0)."""
+    gap, top = f.get("target_row_sum_gap"), f.get("target_row_max_min")
+    return gap is not None and gap == 0.0 and top == 1.0 and f["target_min"] == 0.0
+
+
+def _quoted(f: dict) -> dict:
+    """The numbers a verdict quotes."""
+    keys = ("loss_fn", "activation", "normalised", "units", "rows", "target", "output_min",
+            "output_max", "target_min", "target_max", "row_logsumexp_gap")
+    out = {k: f[k] for k in keys if f.get(k) is not None}
+    out["output_shape"], out["target_shape"] = list(f["output_shape"]), list(f["target_shape"])
+    return out
+
+
+register(OutputDetector)

@@ -1,0 +1,188 @@
+"""Where the model's output meets the loss and the targets: the loss call, observed.
+
+The functional losses of `torch.nn.functional` are wrapped; the loss modules
+(`nn.CrossEntropyLoss`, `nn.MSELoss`, ...) call them at call time, so both forms are seen
+without editing the script. Of a step's loss calls, the first one made with gradients is
+read: which loss, the activation that produced its input (read off the autograd graph, so
+`torch.softmax(x)` is seen as well as `nn.Softmax`), shapes and dtypes (known on the host),
+and a few reductions over at most ROWS rows of the output and the target, read with the
+step's other numbers. The pairing belongs to the script rather than to the batch, so after the
+first `dense_steps` only one step in `every` is read. The user's call always runs, unchanged
+and outside of any guard: a fault here switches this part off with a warning.
+"""
+from __future__ import annotations
+
+import functools
+from typing import NamedTuple
+
+import torch
+import torch.nn.functional as F
+
+ROWS = 64           # rows of the output (and the target) reduced per read step
+
+CLASS_LOSSES = ("cross_entropy", "nll_loss")            # class dimension 1, class-index targets
+BCE_LOSSES = ("binary_cross_entropy", "binary_cross_entropy_with_logits")
+REGRESSION_LOSSES = ("mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss")
+LOSSES = CLASS_LOSSES + BCE_LOSSES + REGRESSION_LOSSES
+
+# Autograd nodes an activation's output may pass through unchanged in value on its way to the
+# loss (names less their trailing version digits); and the activations told apart.
+_PASS_THROUGH = frozenset((
+    "ViewBackward", "UnsafeViewBackward", "ReshapeAliasBackward", "SqueezeBackward",
+    "UnsqueezeBackward", "CloneBackward", "ToCopyBackward", "PermuteBackward",
+    "TransposeBackward", "TBackward", "ExpandBackward", "SelectBackward", "SliceBackward",
+    "AliasBackward"))
+_ACTIVATIONS = {"SigmoidBackward": "sigmoid", "SoftmaxBackward": "softmax",
+                "LogSoftmaxBackward": "log_softmax", "TanhBackward": "tanh"}
+_DEPTH = 8          # autograd nodes followed at most from the loss input to its activation
+_is_compiling = torch.compiler.is_compiling
+
+
+class LossCall(NamedTuple):
+    """One loss call of a step: what the host knows, and the 0-d reductions to read."""
+    loss: str               # the functional name: "cross_entropy", "mse_loss", ...
+    activation: str | None  # "sigmoid", "softmax", "log_softmax", "tanh"; None: none seen
+    normalised: int | None  # the size of the dimension a softmax/log_softmax normalised
+    units: int              # output units: classes (class losses), else the last dimension
+    rows: int               # rows reduced
+    target: str             # "index" (integer classes), "float", or "bool"
+    output_shape: tuple
+    target_shape: tuple
+    names: tuple            # the names of `tensors`' values
+    tensors: list           # 0-d float32 tensors
+    step: int = 0           # the step of the call
+
+    def facts(self, values: list) -> dict:
+        """What the detector is told: the host facts and the values read for `tensors`."""
+        return {"loss_fn": self.loss, "activation": self.activation,
+                "normalised": self.normalised, "units": self.units, "rows": self.rows,
+                "target": self.target, "output_shape": self.output_shape,
+                "target_shape": self.target_shape, "step": self.step,
+                **dict(zip(self.names, values))}
+
+
+class LossCalls:
+    """Wraps the functional losses; keeps the current step's first observed call."""
+
+    def __init__(self, clock, hooks, thresholds, fault):
+        self._clock = clock
+        self._hooks = hooks         # (whether this step is observed)
+        self._dense, self._every = thresholds.dense_steps, thresholds.every
+        self._fault = fault         # callable(what, error)
+        self.active = False
+        self.call: LossCall | None = None
+        self._saved = None
+
+    def install(self) -> None:
+        self._saved = [(name, getattr(F, name)) for name in LOSSES if hasattr(F, name)]
+        for name, original in self._saved:
+            setattr(F, name, self._wrap(name, original))
+        self.active = True
+
+    def remove(self) -> None:
+        for name, original in self._saved or ():
+            setattr(F, name, original)
+        self._saved = None
+        self.active = False
+
+    def take(self) -> LossCall | None:
+        """The step's call, now handed over to the step end."""
+        call, self.call = self.call, None
+        return call
+
+    def _wrap(self, name: str, original):
+        @functools.wraps(original)
+        def loss(*args, **kwargs):
+            if self.active and self.call is None and self._hooks.observing \
+                    and not _is_compiling():
+                try:
+                    self._saw(name, args, kwargs)
+                except Exception as e:  # noqa: BLE001 - the user's loss must run
+                    self.active = False
+                    self._fault("loss-call observation switched off", e)
+            return original(*args, **kwargs)
+        return loss
+
+    def _saw(self, name: str, args: tuple, kwargs: dict) -> None:
+        step = self._clock.step
+        if step >= self._dense and step % self._every:
+            return
+        out = args[0] if args else kwargs.get("input")
+        target = args[1] if len(args) > 1 else kwargs.get("target")
+        if not isinstance(out, torch.Tensor) or not isinstance(target, torch.Tensor) \
+                or not out.requires_grad or not torch.is_grad_enabled() \
+                or not out.is_floating_point() or out.numel() == 0 or target.numel() == 0:
+            return      # (a metric, an evaluation pass, or a call the loss itself rejects)
+        self.call = read_call(name, out, target)._replace(step=step)
+
+
+def read_call(name: str, out: torch.Tensor, target: torch.Tensor) -> LossCall:
+    """The host facts of one loss call, and its reductions (queued, not read)."""
+    if name in CLASS_LOSSES:
+        class_dim = 1 if out.dim() >= 2 else 0
+    else:       # (one value per row when the output has no unit dimension)
+        class_dim = out.dim() - 1 if out.dim() >= 2 else None
+    units = out.shape[class_dim] if class_dim is not None else 1
+    activation, normalised = activation_of(out)
+    o = rows_of(out.detach(), class_dim).float()
+    names, tensors = ["output_min", "output_max"], [*o.aminmax()]
+    if target.is_floating_point() or target.dtype == torch.bool:
+        kind = "bool" if target.dtype == torch.bool else "float"
+        same = target.shape == out.shape
+        t = rows_of(target.detach(), class_dim if same else
+                    target.dim() - 1 if target.dim() >= 2 else None).float()
+        if same and units >= 2 and t.dim() == 2:    # one-hot targets: rows of 0s and a 1
+            names += ["target_row_sum_gap", "target_row_max_min"]
+            tensors += [(t.sum(-1) - 1).abs().amax(), t.amax(-1).amin()]
+    else:
+        kind = "index"
+        t = target.detach().flatten()[:ROWS].float()
+    names += ["target_min", "target_max"]
+    tensors += [*t.aminmax()]
+    if name == "nll_loss" and units >= 2:
+        # log-probabilities: every row's logsumexp is 0 (an overflow to inf, from logits,
+        # is as far from it as can be: no need for logsumexp's care)
+        names.append("row_logsumexp_gap")
+        tensors.append(o.exp().sum(-1).log().abs().amax())
+    return LossCall(name, activation, normalised, int(units), int(o.shape[0]), kind,
+                    tuple(out.shape), tuple(target.shape), tuple(names), tensors)
+
+
+def rows_of(x: torch.Tensor, class_dim: int | None) -> torch.Tensor:
+    """At most ROWS rows of `x`, one column per unit of `class_dim` (None: one value a row):
+    a 2-D view where `x` allows (a copy of at most ROWS rows otherwise), so the work does not
+    grow with `x`."""
+    if class_dim is None:
+        return x.reshape(-1, 1)[:ROWS]
+    if x.dim() == 1:            # one unbatched row of classes
+        return x.reshape(1, -1)
+    y = x.movedim(class_dim, -1) if class_dim != x.dim() - 1 else x
+    while y.dim() > 2:      # the first rows of each leading dimension, up to ROWS in all
+        k = max(1, ROWS // max(1, min(y.shape[0], ROWS)))
+        y = y[:ROWS, :k].flatten(0, 1)
+    return y[:ROWS]
+
+
+def activation_of(out: torch.Tensor) -> tuple:
+    """(the activation that produced `out`, the size of the dimension it normalised): read
+    off the autograd graph, through reshapes and copies; (None, None) for anything else (a
+    linear output, or a compiled graph)."""
+    fn = out.grad_fn
+    for _ in range(_DEPTH):
+        if fn is None:
+            return None, None
+        kind = type(fn).__name__.rstrip("0123456789")
+        found = _ACTIVATIONS.get(kind)
+        if found is not None:
+            size = None
+            if found in ("softmax", "log_softmax"):
+                result, dim = fn._saved_result, fn._saved_dim
+                if dim >= 2 ** 63:      # (a negative dim comes back as an unsigned int64)
+                    dim -= 2 ** 64
+                size = int(result.shape[dim]) if result.dim() else 1
+            return found, size
+        if kind not in _PASS_THROUGH:
+            return None, None
+        nxt = fn.next_functions
+        fn = nxt[0][0] if nxt else None
+    return None, None

@@ -1,0 +1,248 @@
+"""The model's output against the loss and the targets: each classic mismatch is named on the
+pseudo-layer (output) with its reason and numbers; the healthy pairings are not flagged; the
+observed loss call returns exactly what an unobserved one does."""
+import warnings
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from neuraldbg_cli import NeuralDbg
+from neuraldbg_cli.observe import pairing
+
+N, FEATURES = 64, 8
+
+
+def observe(tmp_path, head, loss_of, y, *, steps=12, x=None, lr=0.05):
+    """Train a small body + `head` for `steps` steps under NeuralDbg; the (output)
+    transitions written."""
+    torch.manual_seed(0)
+    x = torch.randn(N, FEATURES) if x is None else x
+    model = nn.Sequential(nn.Linear(x.shape[1], 16), nn.ReLU(), *head)
+    opt = torch.optim.SGD(model.parameters(), lr=lr)
+    with NeuralDbg(trace=str(tmp_path / "t.jsonl")) as dbg:
+        for _ in range(steps):
+            loss = loss_of(model(x), y)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+    return [t for t in dbg.transitions if t["layer"] == "(output)"]
+
+
+def verdict(found: list) -> tuple:
+    """(state, why) of the first failure of (output), or ("normal", None)."""
+    bad = [t for t in found if t["to"] != "normal"]
+    return (bad[0]["to"], bad[0]["stats"]["why"]) if bad else ("normal", None)
+
+
+classes = torch.arange(N) % 4
+one_hot = F.one_hot(classes, 4).float()
+binary = (torch.arange(N) % 2).float().unsqueeze(1)
+prices = torch.linspace(12, 4310, N).unsqueeze(1)
+
+BROKEN = {
+    "softmax over one unit into BCELoss": (
+        [nn.Linear(16, 1), nn.Softmax(dim=1)], nn.BCELoss(), binary, "constant",
+        "normalised_one_unit"),
+    "cross-entropy over one unit": (
+        [nn.Linear(16, 1)], nn.CrossEntropyLoss(), torch.zeros(N, dtype=torch.long), "constant",
+        "one_class_unit"),
+    "softmax into CrossEntropyLoss": (
+        [nn.Linear(16, 4), nn.Softmax(dim=1)], nn.CrossEntropyLoss(), classes, "mismatched",
+        "probabilities_into_cross_entropy"),
+    "functional sigmoid into F.cross_entropy": (
+        [nn.Linear(16, 4)], lambda out, y: F.cross_entropy(torch.sigmoid(out), y), classes,
+        "mismatched", "probabilities_into_cross_entropy"),
+    "sigmoid into BCEWithLogitsLoss": (
+        [nn.Linear(16, 1), nn.Sigmoid()], nn.BCEWithLogitsLoss(), binary, "mismatched",
+        "probabilities_into_bce_with_logits"),
+    "softmax into NLLLoss": (
+        [nn.Linear(16, 4), nn.Softmax(dim=1)], nn.NLLLoss(), classes, "mismatched",
+        "not_log_probabilities"),
+    "logits into NLLLoss": (
+        [nn.Linear(16, 4)], nn.NLLLoss(), classes, "mismatched", "not_log_probabilities"),
+    "targets of another shape in MSELoss": (
+        [nn.Linear(16, 1)], nn.MSELoss(), torch.randn(N), "mismatched", "broadcast"),
+    "L1Loss on one-hot classes": (
+        [nn.Linear(16, 4), nn.Softmax(dim=1)], nn.L1Loss(), one_hot, "mismatched",
+        "regression_loss_on_classes"),
+    "independent sigmoids on exclusive classes": (
+        [nn.Linear(16, 4), nn.Sigmoid()], nn.BCELoss(), one_hot, "mismatched",
+        "exclusive_classes"),
+    "sigmoid output regressing on prices": (
+        [nn.Linear(16, 1), nn.Sigmoid()], nn.MSELoss(), prices, "unreachable", "bounded_output"),
+    "tanh output on targets in the tens": (
+        [nn.Linear(16, 1), nn.Tanh()], lambda out, y: F.smooth_l1_loss(out, y), prices / 100, "unreachable",
+        "bounded_output"),
+    "class labels as BCE targets": (
+        [nn.Linear(16, 1)], nn.BCEWithLogitsLoss(), (torch.arange(N) % 4).float().unsqueeze(1),
+        "unreachable", "targets_not_probabilities"),
+}
+
+
+@pytest.mark.parametrize("case", BROKEN)
+def test_each_mismatch_is_named_at_step_0_with_its_reason(tmp_path, hooks_clean, case):
+    head, loss_fn, y, state, why = BROKEN[case]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")         # (torch warns of the broadcast)
+        found = observe(tmp_path, head, loss_fn, y)
+    assert verdict(found) == (state, why), found
+    first = next(t for t in found if t["to"] == state)
+    assert first["step"] == 0 and first["signal"] == "output"
+    assert {"loss_fn", "output_min", "target_max", "output_shape"} <= set(first["stats"])
+
+
+def test_labels_that_are_all_one_class_are_named_once_it_is_clear(tmp_path, hooks_clean):
+    """y / 255 on integer labels: every label 0. Named after 50 steps (a class-ordered,
+    unshuffled dataset also starts with one class), not before."""
+    y = (classes / 255).long()
+    found = observe(tmp_path, [nn.Linear(16, 10)], nn.CrossEntropyLoss(), y, steps=80)
+    bad = [t for t in found if t["to"] != "normal"]
+    assert [(t["to"], t["stats"]["why"]) for t in bad] == [("one_class", "one_class")], found
+    assert 49 <= bad[0]["step"] <= 60
+    assert bad[0]["stats"]["target_min"] == bad[0]["stats"]["target_max"] == 0
+
+
+def soft(y):
+    return torch.softmax(torch.randn(N, 4), dim=1)
+
+
+HEALTHY = {
+    "logits into CrossEntropyLoss": ([nn.Linear(16, 4)], nn.CrossEntropyLoss(), classes),
+    "label smoothing": ([nn.Linear(16, 4)], nn.CrossEntropyLoss(label_smoothing=0.1), classes),
+    "probability targets": ([nn.Linear(16, 4)], nn.CrossEntropyLoss(), soft(classes)),
+    "one-hot targets into cross_entropy": (
+        [nn.Linear(16, 4)], lambda out, y: F.cross_entropy(out, y), one_hot),
+    "log_softmax into NLLLoss": ([nn.Linear(16, 4), nn.LogSoftmax(dim=1)], nn.NLLLoss(), classes),
+    "log of a softmax into nll_loss": (
+        [nn.Linear(16, 4)], lambda out, y: F.nll_loss(torch.log(torch.softmax(out, 1)), y),
+        classes),
+    "sigmoid into BCELoss on 0/1": ([nn.Linear(16, 1), nn.Sigmoid()], nn.BCELoss(), binary),
+    "logits into BCEWithLogitsLoss, multi-label": (
+        [nn.Linear(16, 4)], nn.BCEWithLogitsLoss(), (torch.rand(N, 4) > 0.5).float()),
+    "a discriminator's targets all ones": (
+        [nn.Linear(16, 1), nn.Sigmoid()], nn.BCELoss(), torch.ones(N, 1)),
+    "linear head, standardised targets": (
+        [nn.Linear(16, 1)], nn.MSELoss(), (prices - prices.mean()) / prices.std()),
+    "linear head, raw targets": ([nn.Linear(16, 1)], nn.L1Loss(), prices),
+    "sigmoid reconstruction of 0..1 targets": (
+        [nn.Linear(16, FEATURES), nn.Sigmoid()], nn.MSELoss(), torch.rand(N, FEATURES)),
+    "tanh output on -1..1 targets": ([nn.Linear(16, 1), nn.Tanh()], nn.HuberLoss(),
+                                     torch.rand(N, 1) * 2 - 1),
+    "MSE between softmax and one-hot": ([nn.Linear(16, 4), nn.Softmax(dim=1)], nn.MSELoss(),
+                                        one_hot),
+}
+
+
+@pytest.mark.parametrize("case", HEALTHY)
+def test_healthy_pairings_are_not_flagged(tmp_path, hooks_clean, case):
+    head, loss_fn, y = HEALTHY[case]
+    found = observe(tmp_path, head, loss_fn, y, steps=25)
+    assert found and verdict(found) == ("normal", None), found
+
+
+def test_sequence_logits_with_the_class_dimension_second(tmp_path, hooks_clean):
+    """CrossEntropyLoss on (batch, classes, length) logits, as for per-token or per-pixel
+    classes: the classes are dimension 1."""
+    torch.manual_seed(0)
+    conv = nn.Conv1d(3, 5, 3, padding=1)
+    x, y = torch.randn(8, 3, 40), torch.randint(0, 5, (8, 40))
+    opt = torch.optim.SGD(conv.parameters(), lr=0.1)
+    with NeuralDbg(trace=str(tmp_path / "t.jsonl")) as dbg:
+        for _ in range(5):
+            loss = F.cross_entropy(conv(x), y)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+    found = [t for t in dbg.transitions if t["layer"] == "(output)"]
+    assert verdict(found) == ("normal", None), found
+
+
+def test_an_evaluation_pass_is_not_judged(tmp_path, hooks_clean):
+    """Probabilities into a loss under no_grad (a validation metric) are not a training loss."""
+    torch.manual_seed(0)
+    model, x = nn.Sequential(nn.Linear(FEATURES, 4)), torch.randn(N, FEATURES)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    with NeuralDbg(trace=str(tmp_path / "t.jsonl")) as dbg:
+        for _ in range(5):
+            with torch.no_grad():
+                F.cross_entropy(torch.softmax(model(x), 1), classes)
+            loss = F.cross_entropy(model(x), classes)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+    assert not dbg.failures(), dbg.failures()
+
+
+LOSSES = [
+    (nn.CrossEntropyLoss(label_smoothing=0.05), lambda: classes, 4),
+    (nn.NLLLoss(), lambda: classes, 4),
+    (nn.BCEWithLogitsLoss(), lambda: binary, 1),
+    (nn.MSELoss(), lambda: prices, 1),
+    (nn.SmoothL1Loss(), lambda: prices, 1),
+]
+
+
+@pytest.mark.parametrize("loss_fn,target,units", LOSSES)
+def test_the_observed_loss_and_its_gradient_are_exactly_those_of_an_unobserved_run(
+        tmp_path, hooks_clean, loss_fn, target, units):
+    def once():
+        torch.manual_seed(0)
+        model = nn.Sequential(nn.Linear(FEATURES, units))
+        x = torch.randn(N, FEATURES)
+        loss = loss_fn(model(x), target())
+        loss.backward()
+        return loss.detach(), [p.grad.clone() for p in model.parameters()]
+
+    plain_loss, plain_grads = once()
+    with NeuralDbg(trace=str(tmp_path / "t.jsonl")):
+        seen_loss, seen_grads = once()
+    assert torch.equal(plain_loss, seen_loss)
+    assert all(torch.equal(a, b) for a, b in zip(plain_grads, seen_grads))
+
+
+def test_a_fault_while_reading_the_call_never_breaks_the_loss(tmp_path, hooks_clean,
+                                                              monkeypatch, capsys):
+    def broken(*args):
+        raise RuntimeError("boom")
+    monkeypatch.setattr(pairing, "read_call", broken)
+    model, x = nn.Linear(FEATURES, 4), torch.randn(N, FEATURES)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    with NeuralDbg(trace=str(tmp_path / "t.jsonl")) as dbg:
+        for _ in range(3):
+            loss = F.cross_entropy(model(x), classes)
+            with torch.no_grad():
+                assert loss.item() == F.cross_entropy(model(x), classes).item()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+    assert "loss-call observation switched off: RuntimeError: boom" in capsys.readouterr().err
+    assert dbg.steps == 3
+
+
+def test_the_functional_losses_are_restored_after_the_run(tmp_path, hooks_clean):
+    before = {name: getattr(F, name) for name in pairing.LOSSES}
+    with NeuralDbg(trace=str(tmp_path / "t.jsonl")):
+        assert F.cross_entropy is not before["cross_entropy"]
+    assert {name: getattr(F, name) for name in pairing.LOSSES} == before
+
+
+def test_rows_read_stay_bounded_whatever_the_output_size():
+    """The per-step reductions read at most ROWS rows, whatever the batch, the sequence or
+    the image size."""
+    for shape, class_dim in (((512, 10), 1), ((16, 1024, 50), 2), ((4, 21, 64, 64), 1),
+                             ((10,), 0), ((300,), None), ((2, 3, 7, 5), 3)):
+        rows = pairing.rows_of(torch.randn(shape), class_dim)
+        units = 1 if class_dim is None else shape[class_dim]
+        assert rows.dim() == 2 and rows.shape[1] == units and rows.shape[0] <= pairing.ROWS, \
+            (shape, rows.shape)
+
+
+def test_the_activation_is_read_through_reshapes():
+    x = torch.randn(6, 3, requires_grad=True)
+    assert pairing.activation_of(torch.softmax(x, 1).view(-1, 3).float()) == ("softmax", 3)
+    assert pairing.activation_of(torch.sigmoid(x)[:, 0].unsqueeze(1)) == ("sigmoid", None)
+    assert pairing.activation_of(torch.softmax(x[:, :1], dim=-1).squeeze(1)) == ("softmax", 1)
+    assert pairing.activation_of(x @ x.T) == (None, None)
+    assert pairing.activation_of(torch.sigmoid(x) * 2) == (None, None)
