@@ -22,7 +22,7 @@ from torch.optim.optimizer import (
 
 from . import naming
 from .accumulator import first_tensor
-from .updates import UpdateBatch
+from .optimizer_hooks import OptimizerHooks
 
 # Bound once: the hooks run for every module call (dynamo knows these functions by identity).
 _is_compiling = torch.compiler.is_compiling
@@ -32,7 +32,7 @@ _Loss = nn.modules.loss._Loss
 _COMPILE_HOOK_WARNING = r"Using `torch.compile\(module\)` when there are global hooks"
 
 
-class Hooks:
+class Hooks(OptimizerHooks):
     """Records what each call and each optimizer step brings, for the step end to judge.
 
     Everything the per-call hook reads is an attribute of this object (one lookup each):
@@ -201,58 +201,6 @@ class Hooks:
                 return
             if first:
                 self.touched.append(inp)
-
-    def _optimizer_stepping(self, opt, args, kwargs):
-        """Before an optimizer step: the sampled weights, to measure its update."""
-        if self.updates is not None and self.active and self.observing:
-            try:
-                self.updates.before(opt, self.registry.owners)
-            except Exception as e:  # noqa: BLE001 - a monitor fault must not end the run
-                self._updates_off(e)
-        if self.backward is not None:
-            self.backward.stepping(True)
-
-    def _optimizer_stepped(self, opt, args, kwargs):
-        if self._installed is None:
-            return
-        if self.backward is not None:
-            self.backward.stepping(False)
-        optim = self.clock.optim
-        paces = optim.paces(opt)
-        if self.active:             # once switched off by a fault, steps are only counted
-            try:
-                optim.record_hparams(opt, self.clock.step)
-                if not self.grads_off and self.observing:
-                    # The pacing optimizer's step ends the step right here: its gradients
-                    # can be normed with everything else, in the step end's one call.
-                    batch = optim.grad_norms(opt, self.registry.owners, raw=paces)
-                    if batch is not None:
-                        self.grads.append(batch)
-            except Exception as e:  # noqa: BLE001 - a monitor fault must not end the run
-                self.grads_off, self.grads = True, []
-                self._fault("gradient monitoring switched off", e)
-            self._after_update(opt, paces)
-        if paces:
-            self._end_step()
-
-    def _after_update(self, opt, paces: bool) -> None:
-        """The sampled update of the step just taken; at the pacing step, the reset check."""
-        try:
-            if self.updates is not None:
-                update = self.updates.after(opt)
-                if update is not None and not self.grads_off:
-                    self.grads.append(update)
-            if paces:
-                self.paced = True
-                if self.backward is not None and self.backward.active:
-                    self.renewed = self.backward.renewed(opt)
-        except Exception as e:  # noqa: BLE001 - a monitor fault must not end the run
-            self._updates_off(e)
-
-    def _updates_off(self, error) -> None:
-        self.updates = None
-        self.grads = [b for b in self.grads if not isinstance(b, UpdateBatch)]
-        self._fault("update monitoring switched off", error)
 
     def disable(self, module, rec, error) -> None:
         """Switch off one layer after a fault in its monitoring."""

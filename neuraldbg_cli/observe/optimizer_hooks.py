@@ -1,0 +1,61 @@
+"""The optimizer-step half of the hooks: the sampled update, the gradients normed, the
+step's end. A part of `hooks.Hooks` (the attributes it reads are that class's)."""
+from __future__ import annotations
+
+from .updates import UpdateBatch
+
+
+class OptimizerHooks:
+    """Before and after each optimizer step (torch's global optimizer-step hooks)."""
+
+    def _optimizer_stepping(self, opt, args, kwargs):
+        """Before an optimizer step: the sampled weights, to measure its update."""
+        if self.updates is not None and self.active and self.observing:
+            try:
+                self.updates.before(opt, self.registry.owners)
+            except Exception as e:  # noqa: BLE001 - a monitor fault must not end the run
+                self._updates_off(e)
+        if self.backward is not None:
+            self.backward.stepping(True)
+
+    def _optimizer_stepped(self, opt, args, kwargs):
+        if self._installed is None:
+            return
+        if self.backward is not None:
+            self.backward.stepping(False)
+        optim = self.clock.optim
+        paces = optim.paces(opt)
+        if self.active:             # once switched off by a fault, steps are only counted
+            try:
+                optim.record_hparams(opt, self.clock.step)
+                if not self.grads_off and self.observing:
+                    # The pacing optimizer's step ends the step right here: its gradients
+                    # can be normed with everything else, in the step end's one call.
+                    batch = optim.grad_norms(opt, self.registry.owners, raw=paces)
+                    if batch is not None:
+                        self.grads.append(batch)
+            except Exception as e:  # noqa: BLE001 - a monitor fault must not end the run
+                self.grads_off, self.grads = True, []
+                self._fault("gradient monitoring switched off", e)
+            self._after_update(opt, paces)
+        if paces:
+            self._end_step()
+
+    def _after_update(self, opt, paces: bool) -> None:
+        """The sampled update of the step just taken; at the pacing step, the reset check."""
+        try:
+            if self.updates is not None:
+                update = self.updates.after(opt)
+                if update is not None and not self.grads_off:
+                    self.grads.append(update)
+            if paces:
+                self.paced = True
+                if self.backward is not None and self.backward.active:
+                    self.renewed = self.backward.renewed(opt)
+        except Exception as e:  # noqa: BLE001 - a monitor fault must not end the run
+            self._updates_off(e)
+
+    def _updates_off(self, error) -> None:
+        self.updates = None
+        self.grads = [b for b in self.grads if not isinstance(b, UpdateBatch)]
+        self._fault("update monitoring switched off", error)
