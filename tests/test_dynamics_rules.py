@@ -224,3 +224,43 @@ def test_a_long_divergence_that_recovers_when_the_rate_decays_is_still_likely(tm
     assert (top.symptom, top.cause, top.recovered) == ("too_large", "learning_rate", 155)
     assert top.confidence >= 0.5 and len(origins(a)) == 1
     assert {h.symptom for h in top.consequences} == {"spiking", "diverging"}
+
+
+PROBABILITIES_INTO_CE = {"why": "probabilities_into_cross_entropy", "loss_fn": "cross_entropy",
+                         "activation": "softmax", "units": 5, "rows": 64, "output_min": 0.15,
+                         "output_max": 0.29, "target_min": 0, "target_max": 4}
+
+
+def test_an_output_mismatch_outranks_the_vanishing_gradients_and_stall_it_causes(tmp_path):
+    """Probabilities into CrossEntropyLoss: the gradients of the first layers vanish in the
+    same step and the loss stalls later; the mismatch is the origin, the rest its echoes."""
+    t = TraceMaker(lr=0.1)
+    t.tr(0, "net.0", "vanishing", signal="gradient", grad_norm=1e-9)
+    t.tr(0, "net.3", "saturated", saturated_ratio=0.8)
+    t.tr(0, "(output)", "mismatched", signal="output", **PROBABILITIES_INTO_CE)
+    t.tr(100, "(loss)", "stalled", signal="loss", loss_median=1.6, loss_start=1.61)
+    a = explain(tmp_path, t.end(200))
+    top = a.hypotheses[0]
+    assert (top.layer, top.symptom, top.cause) == ("(output)", "mismatched", "architecture")
+    assert origins(a) == [top] and top.confidence >= 0.7
+    assert {(h.layer, h.symptom) for h in top.consequences} == {
+        ("net.0", "vanishing"), ("net.3", "saturated"), ("(loss)", "stalled")}
+    assert "rather than logits" in " ".join(top.evidence) and "logits" in top.fix
+
+
+def test_labels_of_one_class_are_an_input_data_cause(tmp_path):
+    t = TraceMaker(lr=0.1)
+    t.tr(50, "(output)", "one_class", signal="output", why="one_class", loss_fn="cross_entropy",
+         units=10, rows=64, target_min=0, target_max=0, steps=51)
+    top = explain(tmp_path, t.end(200)).hypotheses[0]
+    assert (top.symptom, top.cause) == ("one_class", "input_data")
+    assert "class 0 for 51 steps" in top.summary and "bincount" in top.fix
+
+
+def test_a_mismatch_from_another_version_still_reads_as_architecture(tmp_path):
+    """An (output) state whose reason this version does not know: the state's own fix."""
+    t = TraceMaker(lr=0.1)
+    t.tr(0, "(output)", "mismatched", signal="output", why="softmax_over_the_batch")
+    top = explain(tmp_path, t.end(50)).hypotheses[0]
+    assert (top.symptom, top.cause) == ("mismatched", "architecture")
+    assert top.confidence >= 0.5 and top.fix.startswith("Feed the loss what it expects")

@@ -1,6 +1,6 @@
-"""End to end, the learning-dynamics and loop-mistake samples: each broken script is flagged
-at the right layer and explained by its true cause, ranked first; its healthy twin (the same
-script with `--fixed`, the one mistake fixed) is not flagged at all."""
+"""End to end, the learning-dynamics, loop-mistake and output/loss/target samples: each broken
+script is flagged at the right layer and explained by its true cause, ranked first; its
+healthy twin (the same script with `--fixed`, the one mistake fixed) is not flagged at all."""
 from __future__ import annotations
 
 import pytest
@@ -22,6 +22,21 @@ CASES = {
     "replaced_head": (("head", "update", "frozen"), "training_loop", "no optimizer"),
     "eval_left_on": (("(loop)", "loop", "eval_mode"), "training_loop", "eval() mode"),
     "detached_layer": (("embed", "update", "detached"), "training_loop", "graph is cut"),
+    # where the output meets the loss and the targets
+    "softmax_one_unit": (("(output)", "output", "constant"), "architecture", "a softmax over 1 unit"),
+    "sigmoid_regression": (("(output)", "output", "unreachable"), "architecture",
+                           "the sigmoid output is <= 1"),
+    "softmax_into_ce": (("(output)", "output", "mismatched"), "architecture", "rather than logits"),
+    "sigmoid_into_ce": (("(output)", "output", "mismatched"), "architecture", "a sigmoid before"),
+    "exclusive_sigmoids": (("(output)", "output", "mismatched"), "architecture", "one-hot"),
+    "mae_classification": (("(output)", "output", "mismatched"), "architecture", "a regression loss"),
+    "labels_one_class": (("(output)", "output", "one_class"), "input_data", "was class 0"),
+    "bce_targets_out_of_range": (("(output)", "output", "unreachable"), "input_data",
+                                 "must be probabilities"),
+    "target_broadcast": (("(output)", "output", "mismatched"), "architecture", "(64, 1)"),
+    "nll_on_probabilities": (("(output)", "output", "mismatched"), "architecture",
+                             "expects log-probabilities"),
+    "unscaled_pixels": (("1", "activation", "saturated"), "input_data", "not standardised"),
 }
 
 

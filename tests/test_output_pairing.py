@@ -246,3 +246,24 @@ def test_the_activation_is_read_through_reshapes():
     assert pairing.activation_of(torch.softmax(x[:, :1], dim=-1).squeeze(1)) == ("softmax", 1)
     assert pairing.activation_of(x @ x.T) == (None, None)
     assert pairing.activation_of(torch.sigmoid(x) * 2) == (None, None)
+
+
+def test_torch_s_broadcast_warning_still_names_the_user_s_line(tmp_path, hooks_clean):
+    """MSELoss of a (N, 1) output against (N,) targets: torch warns once (the default filter),
+    naming the line that called the loss, as under plain python."""
+    model, x, y = nn.Linear(FEATURES, 1), torch.randn(N, FEATURES), torch.randn(N)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    with NeuralDbg(trace=str(tmp_path / "t.jsonl")):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("default")
+            for _ in range(3):
+                F.mse_loss(model(x), y).backward(); line = _line()  # noqa: E702 - one line
+                opt.step()
+    broadcast = [w for w in caught if "target size" in str(w.message)]
+    assert len(broadcast) == 1, [str(w.message) for w in caught]
+    assert (broadcast[0].filename, broadcast[0].lineno) == (__file__, line)
+
+
+def _line() -> int:
+    import inspect
+    return inspect.currentframe().f_back.f_lineno

@@ -13,6 +13,8 @@ and outside of any guard: a fault here switches this part off with a warning.
 from __future__ import annotations
 
 import functools
+import sys
+import warnings
 from typing import NamedTuple
 
 import torch
@@ -100,6 +102,8 @@ class LossCalls:
                 except Exception as e:  # noqa: BLE001 - the user's loss must run
                     self.active = False
                     self._fault("loss-call observation switched off", e)
+            if name in REGRESSION_LOSSES and _shapes_differ(args, kwargs):
+                return _warning_from_caller(original, args, kwargs)
             return original(*args, **kwargs)
         return loss
 
@@ -114,6 +118,38 @@ class LossCalls:
                 or not out.is_floating_point() or out.numel() == 0 or target.numel() == 0:
             return      # (a metric, an evaluation pass, or a call the loss itself rejects)
         self.call = read_call(name, out, target)._replace(step=step)
+
+
+def _shapes_differ(args: tuple, kwargs: dict) -> bool:
+    out = args[0] if args else kwargs.get("input")
+    target = args[1] if len(args) > 1 else kwargs.get("target")
+    return isinstance(out, torch.Tensor) and isinstance(target, torch.Tensor) \
+        and out.shape != target.shape
+
+
+def _warning_from_caller(original, args: tuple, kwargs: dict):
+    """The call, where torch warns of a broadcast (a target of another shape). It warns with
+    stacklevel=2, which names the wrapper: a warning about to be shown there is given again
+    as from the wrapper's caller (the user's line), through the user's filters and registry,
+    so it shows as under plain python (once per line by default). `catch_warnings` cannot do
+    this: entering it resets every "once" registry, and the warning would show at each step."""
+    caller = sys._getframe(2)
+    shown = warnings.showwarning
+
+    def again(message, category, filename, lineno, file=None, line=None):
+        warnings.showwarning = shown
+        where = caller.f_globals
+        warnings.warn_explicit(message, category, caller.f_code.co_filename, caller.f_lineno,
+                               module=where.get("__name__"),
+                               registry=where.setdefault("__warningregistry__", {}),
+                               module_globals=where)
+
+    warnings.showwarning = again
+    try:
+        return original(*args, **kwargs)
+    finally:
+        if warnings.showwarning is again:
+            warnings.showwarning = shown
 
 
 def read_call(name: str, out: torch.Tensor, target: torch.Tensor) -> LossCall:
