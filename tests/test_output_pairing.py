@@ -267,3 +267,11 @@ def test_torch_s_broadcast_warning_still_names_the_user_s_line(tmp_path, hooks_c
 def _line() -> int:
     import inspect
     return inspect.currentframe().f_back.f_lineno
+
+
+def test_the_distinct_classes_of_a_batch_leave_out_the_ignore_index():
+    out = torch.randn(6, 5, requires_grad=True)
+    call = pairing.read_call("cross_entropy", out, torch.tensor([0, 3, 3, -100, 4, 0]))
+    found = dict(zip(call.names, (float(t) for t in call.tensors)))
+    assert found["target_classes"] == 3 and (found["target_min"], found["target_max"]) == (-100, 4)
+    assert call.units == 5 and call.rows == 6 and call.target == "index"

@@ -144,7 +144,8 @@ def _one_class(w):
             f"{_n(w.s.get('target_min'))} for {steps} steps from the start: the labels were "
             "broken on their way in (y / 255, a cast), or the data is not shuffled",
             f"every target read in the first {steps} steps was class {_n(w.s.get('target_min'))} "
-            f"(the head has {w.units} classes)",
+            f"({_n(w.s.get('target_classes'))} distinct class in {w.rows} rows; the head has "
+            f"{w.units} classes)",
             "Check the labels after preprocessing (print torch.bincount(y)): scale the inputs, "
             "not the labels; shuffle the data (DataLoader(shuffle=True)).")
 

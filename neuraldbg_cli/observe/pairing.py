@@ -172,7 +172,11 @@ def read_call(name: str, out: torch.Tensor, target: torch.Tensor) -> LossCall:
             tensors += [(t.sum(-1) - 1).abs().amax(), t.amax(-1).amin()]
     else:
         kind = "index"
-        t = target.detach().flatten()[:ROWS].float()
+        index = target.detach().flatten()[:ROWS]
+        t = index.float()
+        if name in CLASS_LOSSES:
+            names.append("target_classes")
+            tensors.append(_classes_seen(index, int(units)))
     names += ["target_min", "target_max"]
     tensors += [*t.aminmax()]
     if name == "nll_loss" and units >= 2:
@@ -182,6 +186,15 @@ def read_call(name: str, out: torch.Tensor, target: torch.Tensor) -> LossCall:
         tensors.append(o.exp().sum(-1).log().abs().amax())
     return LossCall(name, activation, normalised, int(units), int(o.shape[0]), kind,
                     tuple(out.shape), tuple(target.shape), tuple(names), tensors)
+
+
+def _classes_seen(index: torch.Tensor, units: int) -> torch.Tensor:
+    """How many distinct classes `index` holds, those out of range (an ignore_index) left out;
+    no host sync (a mask would size its result on the host)."""
+    index = index.long()
+    slot = torch.where((index >= 0) & (index < units), index, units)
+    seen = torch.zeros(units + 1, device=index.device).index_fill_(0, slot, 1.0)
+    return seen[:units].sum()
 
 
 def rows_of(x: torch.Tensor, class_dim: int | None) -> torch.Tensor:
