@@ -300,3 +300,22 @@ def test_the_weight_scale_at_first_sight_is_in_the_model_event(tmp_path, hooks_c
     assert layers["2"]["init_rms"] == pytest.approx(math.sqrt(2 / (32 + 16)))
     assert layers["2"]["weight_rms"] == pytest.approx(2.5, rel=0.1)
     assert "weight_rms" not in layers["1"]
+
+
+def test_a_loss_summed_over_the_batch_is_no_explosion(tmp_path, hooks_clean):
+    """The VAE recipe of pytorch/examples: binary cross-entropy summed over 128 x 784 pixels,
+    Adam. Its gradient norms are in the thousands at every step, and healthy."""
+    torch.manual_seed(0)
+    x = torch.rand(128, 784)
+    model = nn.Sequential(nn.Linear(784, 400), nn.ReLU(), nn.Linear(400, 20), nn.ReLU(),
+                          nn.Linear(20, 400), nn.ReLU(), nn.Linear(400, 784), nn.Sigmoid())
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+    with NeuralDbg(trace=str(tmp_path / "t.jsonl")) as dbg:
+        for _ in range(15):
+            loss = nn.functional.binary_cross_entropy(model(x), x, reduction="sum")
+            opt.zero_grad()
+            loss.backward()
+            big = max(float(p.grad.norm()) for p in model.parameters())
+            opt.step()
+    assert big > 1000          # (the old absolute ceiling)
+    assert not dbg.failures(), dbg.failures()

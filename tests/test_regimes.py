@@ -2,7 +2,8 @@
 import math
 
 from neuraldbg_cli.observe.detectors.activation import ActivationHistory, activation_state
-from neuraldbg_cli.observe.detectors.gradient import GradientHistory, gradient_state
+from neuraldbg_cli.observe.detectors.base import Observation
+from neuraldbg_cli.observe.detectors.gradient import GradientDetector, GradientHistory, gradient_state
 from neuraldbg_cli.observe.kinds import OTHER, PARAM, RELU, SIGMOID, SMOOTH, TANH
 from neuraldbg_cli.thresholds import Thresholds
 
@@ -93,6 +94,21 @@ def test_gradient_states():
     assert grad(1e-3, top=1.0) == "healthy"
     # every layer's gradient exactly zero (a loss of exactly 0): nothing vanished on the way
     assert grad(0.0, top=0.0) == "healthy"
+
+
+def test_the_exploding_ceiling_is_in_the_loss_s_scale():
+    """Gradients scale with the loss: norms in the thousands are healthy for a loss in the
+    hundreds of thousands (summed over a batch of pixels, or targets in the thousands), and
+    still an explosion for a loss near 1 or unknown."""
+    def judged(norm, loss):
+        x = Observation(OTHER, grad_norm=norm, model_max_grad_norm=norm, loss=loss)
+        return GradientDetector(TH).judge(x, GradientHistory(20))[0]
+    assert judged(5.6e3, loss=7.0e4) == "healthy"
+    assert judged(5.6e3, loss=2.3) == "exploding"
+    assert judged(5.6e3, loss=0.01) == "exploding"      # (a loss under 1 counts as 1)
+    assert judged(5.6e3, loss=None) == "exploding"
+    assert judged(5.6e3, loss=math.inf) == "exploding"
+    assert judged(1e9, loss=7.0e4) == "exploding"
 
 
 def test_gradient_exploding_relative_to_own_history():

@@ -62,6 +62,8 @@ class StepJudge:
         tail = []                           # the step's own values (StepFacts.tensors)
         if n_extra:
             tail, values = values[-n_extra:], values[:-n_extra]
+        told = facts.values(tail) if facts is not None else None     # (loss, first_grad, call)
+        loss = told[0] if told is not None else None
         raw, done = [], []
         if values:
             self._judge_outputs(values, plan, recs, step)
@@ -73,10 +75,10 @@ class StepJudge:
             if type(batch) is UpdateBatch:
                 self._judge_updates(batch, values[:k], norms, recs, step)
             else:
-                norms = self._judge_gradients(batch.groups, values[:k], step)
+                norms = self._judge_gradients(batch.groups, values[:k], step, loss)
             del values[:k]
         if facts is not None:
-            self._judge_step(facts, tail, step)
+            self._judge_step(facts, told, step)
 
     def _judge_outputs(self, values: list, plan, recs: list, step: int) -> None:
         """Each layer's output numbers, read straight from the plan's slots (no record per
@@ -103,9 +105,9 @@ class StepJudge:
                 except Exception as e:  # noqa: BLE001 - only this detector stops
                     self._switch_off(detector, e)
 
-    def _judge_gradients(self, groups: list, values: list, step: int) -> dict:
+    def _judge_gradients(self, groups: list, values: list, step: int, loss=None) -> dict:
         """groups: [(layer record, positions of its parameters' norms in `values`: a slice,
-        or a tuple where they are not side by side)]."""
+        or a tuple where they are not side by side)]; `loss`: the step's, its scale."""
         # a layer's norm from its parameters' norms: the square root of their sum of squares
         norms = [math.hypot(*(values[at] if type(at) is slice else [values[i] for i in at]))
                  for _, at in groups]
@@ -117,7 +119,7 @@ class StepJudge:
             out[rec] = norm
             if rec.on_grad:
                 x = _new(Observation, (rec.kind, None, None, None, None, None, False, norm, top,
-                                       None, None, None))
+                                       None, loss, None))
                 self._observe(rec, rec.on_grad, x, step)
         return out
 
@@ -139,10 +141,10 @@ class StepJudge:
                                    found.get(rec), None, facts))
             self._observe(rec, rec.on_update, x, step)
 
-    def _judge_step(self, facts, values: list, step: int) -> None:
+    def _judge_step(self, facts, told: tuple, step: int) -> None:
         """The pseudo-layers (loss), (loop) and (output), and the layers outside every
-        optimizer."""
-        loss, first_grad, call = facts.values(values)
+        optimizer; `told`: the values of the step's facts (StepFacts.values)."""
+        loss, first_grad, call = told
         reg = self.registry
         if loss is not None and reg.loss.on_output:
             x = _of_step(LOSS_KIND, loss, _SEVERAL if facts.several else None)

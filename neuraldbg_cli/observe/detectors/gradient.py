@@ -62,14 +62,19 @@ class GradientDetector(Detector):
 
     def judge(self, x: Observation, history: GradientHistory) -> tuple:
         """`model_max_grad_norm` is the largest finite layer norm of the model at that step:
-        vanishing is judged relative to it (depth attenuation), exploding against an
-        absolute ceiling and against the layer's own recent median."""
+        vanishing is judged relative to it (depth attenuation), exploding against a ceiling
+        in the loss's scale and against the layer's own recent median."""
         norm, th = x.grad_norm, self.th
         g: GradientThresholds = th.gradient
         if not math.isfinite(norm):
             return "nonfinite", {}
-        if norm > g.exploding_norm:
-            return "exploding", {"urgent": True}
+        # Gradients scale with the loss: a loss summed over a batch of pixels, or regression
+        # targets in the thousands, give healthy norms in the thousands. The ceiling is
+        # `exploding_norm` per unit of loss (a loss under 1 counts as 1).
+        loss = x.loss
+        scale = loss if loss is not None and 1.0 < loss < math.inf else 1.0
+        if norm > g.exploding_norm * scale:
+            return "exploding", {"urgent": True, **({"loss": loss} if scale > 1.0 else {})}
         if history.grad.size >= th.anomaly.warmup:
             # the baseline is never below the early median, nor the recent one's lower
             # bound: a norm within the factor of those needs no median
