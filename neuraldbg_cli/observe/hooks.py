@@ -29,6 +29,7 @@ _is_compiling = torch.compiler.is_compiling
 _grad_enabled = torch.is_grad_enabled
 _Tensor = torch.Tensor
 _Loss = nn.modules.loss._Loss
+_NO_KWARGS: dict = {}
 _COMPILE_HOOK_WARNING = r"Using `torch.compile\(module\)` when there are global hooks"
 
 
@@ -60,6 +61,7 @@ class Hooks(OptimizerHooks):
         self.backward = None                # Backward (the loss and the resets), or None
         self._depth = 0
         self._last_leaf = None              # eager only: (rec, output) of the last leaf call
+        self._input_in_kwargs = False       # the outermost call had no positional tensor
         self._installed = None
 
     # ---- lifecycle -------------------------------------------------------------------
@@ -89,6 +91,7 @@ class Hooks(OptimizerHooks):
         self.observing = observing
         self._depth = 0
         self._last_leaf = None
+        self._input_in_kwargs = False
 
     # ---- the hot path ----------------------------------------------------------------
     def _pre_hook(self, module, args):
@@ -103,7 +106,10 @@ class Hooks(OptimizerHooks):
                 self._fault(f"outermost call of {type(module).__name__} not observed", e)
         self._depth += 1
 
-    def _hook(self, module, args, output):
+    def _hook(self, module, args, kwargs, output=None):
+        if output is None and type(kwargs) is not dict:
+            # (when forward raised, torch calls an always_call hook without the kwargs)
+            kwargs, output = _NO_KWARGS, kwargs
         eager = not _is_compiling()
         rec = None
         try:    # a monitor fault must not end the user's run (try costs nothing until raised)
@@ -115,7 +121,7 @@ class Hooks(OptimizerHooks):
                     self._depth = 0
                     root = self._roots.get(id(module))
                     if root is not None and root() is module:
-                        self._outermost_return(module, output)
+                        self._outermost_return(module, output, kwargs)
             # (eval-mode modules too: a model left in eval() while training is a finding)
             if not self.observing or not _grad_enabled():
                 return
@@ -152,7 +158,15 @@ class Hooks(OptimizerHooks):
                 self.disable(module, rec, e)
 
     # ---- once per forward, once per optimizer step --------------------------------------
-    def _outermost_return(self, module, output) -> None:
+    def _outermost_return(self, module, output, kwargs) -> None:
+        if self._input_in_kwargs:
+            # model(**batch), as Hugging Face's Trainer calls it: the input is the first
+            # floating-point tensor passed by keyword (pixel_values, inputs_embeds, ...)
+            self._input_in_kwargs = False
+            x = next((v for v in kwargs.values()
+                      if isinstance(v, _Tensor) and v.is_floating_point()), None)
+            if x is not None:
+                self._observe_input(x, first=True)
         last = self._last_leaf
         if last is not None and not last[0].is_output and first_tensor(output) is last[1]:
             # The model's own output layer: a sigmoid there saturating is a confident
@@ -188,10 +202,20 @@ class Hooks(OptimizerHooks):
                     reg.skip(m)
                 return
             reg.add_root_safely(module)
-        x = first_tensor(args) if self.observing else None
+        if not self.observing:
+            return
+        x = first_tensor(args)
+        if x is not None:
+            self._observe_input(x)
+        else:
+            self._input_in_kwargs = True        # (read when the call returns, from kwargs)
+
+    def _observe_input(self, x, first: bool = False) -> None:
+        """The outermost module's input, as the pseudo-layer (input); `first`: put it before
+        the layers already touched (it is read after them, when the call returns)."""
         inp = self._input
-        if x is not None and not inp.skip:
-            first = not inp.acc.numel
+        if not inp.skip:
+            new = not inp.acc.numel
             try:
                 if not inp.acc.add_output(x, defer=True):
                     return
@@ -199,8 +223,11 @@ class Hooks(OptimizerHooks):
                 inp.skip = True
                 self.disable(None, inp, e)
                 return
-            if first:
-                self.touched.append(inp)
+            if new:
+                if first:
+                    self.touched.insert(0, inp)
+                else:
+                    self.touched.append(inp)
 
     def disable(self, module, rec, error) -> None:
         """Switch off one layer after a fault in its monitoring."""
@@ -216,7 +243,7 @@ class _Installed:
     def __init__(self, pre_hook, hook, optimizer_stepping, optimizer_stepped, optimizer_created):
         self._handles = [
             nn_module.register_module_forward_pre_hook(pre_hook),
-            nn_module.register_module_forward_hook(hook, always_call=True),
+            nn_module.register_module_forward_hook(hook, with_kwargs=True, always_call=True),
             register_optimizer_step_pre_hook(optimizer_stepping),
             register_optimizer_step_post_hook(optimizer_stepped),
         ]
@@ -236,6 +263,8 @@ class _Installed:
     def remove(self) -> None:
         for h in self._handles:
             h.remove()
+            # (torch's handle forgets the with_kwargs flag of a global forward hook)
+            getattr(nn_module, "_global_forward_hooks_with_kwargs", {}).pop(h.id, None)
         self._handles = []
         Optimizer.__init__ = self._orig_opt_init
         if self._warning_filter in warnings.filters:

@@ -24,6 +24,18 @@ _KINDS = (
     ((nn.Tanh,), TANH),
     ((nn.Linear, nn.modules.conv._ConvNd), PARAM),
 )
+# Activation and weight classes of frameworks, known by class name (the core never imports
+# them): Hugging Face transformers' activations (transformers.activations) and GPT-2's
+# Conv1D, a Linear with its weight transposed (transformers.pytorch_utils).
+_NAMED_KINDS = {
+    "GELUActivation": SMOOTH, "NewGELUActivation": SMOOTH, "FastGELUActivation": SMOOTH,
+    "QuickGELUActivation": SMOOTH, "GELUTanh": SMOOTH, "PytorchGELUTanh": SMOOTH,
+    "AccurateGELUActivation": SMOOTH, "MishActivation": SMOOTH, "SiLUActivation": SMOOTH,
+    "ClippedGELUActivation": SMOOTH, "GELUActivationPyTorch": SMOOTH,
+    "Conv1D": PARAM,
+}
+TRANSPOSED_WEIGHT = ("Conv1D",)     # class names whose weight is (in, out)
+
 # Modules whose 3-D tensors are (batch, channels, length) rather than (batch, time, features).
 CHANNEL_FIRST = (nn.modules.conv._ConvNd, nn.modules.batchnorm._BatchNorm,
                  nn.modules.instancenorm._InstanceNorm, nn.modules.pooling._MaxPoolNd,
@@ -39,4 +51,4 @@ def kind_of(module: nn.Module) -> str:
     for types, kind in _KINDS:
         if isinstance(module, types):
             return kind
-    return OTHER
+    return _NAMED_KINDS.get(type(module).__name__, OTHER)

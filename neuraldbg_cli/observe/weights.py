@@ -7,7 +7,7 @@ import math
 
 import torch
 
-from .kinds import PARAM, RELU, SMOOTH, SQUASH_KINDS
+from .kinds import PARAM, RELU, SMOOTH, SQUASH_KINDS, TRANSPOSED_WEIGHT
 from .stats import read_now
 
 _HE = (RELU, SMOOTH)
@@ -23,15 +23,17 @@ def first_sight(layers: list) -> None:
         if not isinstance(w, torch.Tensor) or w.dim() < 2 or w.is_meta or w.numel() == 0 \
                 or not w.is_floating_point() or torch.nn.parameter.is_lazy(w):
             continue
-        found.append((entry, w, _follower(layers, i)))
+        found.append((entry, w, _follower(layers, i), type(module).__name__ in TRANSPOSED_WEIGHT))
     if not found:
         return
     # (one norm per weight: no float copy of the model; half precision summed in float32)
     norms = read_now([torch.linalg.vector_norm(w.detach(), dtype=_SUM.get(w.dtype)).float()
-                      for _, w, _ in found])
-    for (entry, w, follower), norm in zip(found, norms):
+                      for _, w, _, _ in found])
+    for (entry, w, follower, transposed), norm in zip(found, norms):
         receptive = math.prod(w.shape[2:])
         fan_in, fan_out = w.shape[1] * receptive, w.shape[0] * receptive
+        if transposed:
+            fan_in, fan_out = fan_out, fan_in
         rule, scale = (("he", math.sqrt(2.0 / fan_in)) if follower in _HE else
                        ("xavier", math.sqrt(2.0 / (fan_in + fan_out))))
         entry.update(weight_rms=norm / math.sqrt(w.numel()), init_rule=rule, init_rms=scale)

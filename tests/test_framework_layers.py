@@ -1,0 +1,104 @@
+"""What frameworks' models look like to the monitor: Hugging Face's activation classes and
+GPT-2's Conv1D (known by class name; the core never imports transformers), and a model
+called with keyword arguments only, as the Trainer calls it (`model(**batch)`)."""
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from neuraldbg_cli import NeuralDbg
+
+
+class GELUActivation(nn.Module):
+    """As transformers.activations.GELUActivation."""
+    def forward(self, x):
+        return F.gelu(x)
+
+
+class Conv1D(nn.Module):
+    """As transformers.pytorch_utils.Conv1D: a Linear whose weight is (in, out)."""
+    def __init__(self, nf, nx):
+        super().__init__()
+        self.weight = nn.Parameter(torch.empty(nx, nf))
+        self.bias = nn.Parameter(torch.zeros(nf))
+        nn.init.normal_(self.weight, std=0.02)
+
+    def forward(self, x):
+        return torch.addmm(self.bias, x.view(-1, x.size(-1)), self.weight).view(*x.shape[:-1], -1)
+
+
+def mlp(bias: float):
+    model = nn.Sequential(nn.Linear(16, 64), GELUActivation(), nn.Linear(64, 4))
+    nn.init.constant_(model[0].bias, bias)
+    return model
+
+
+def run(tmp_path, model, steps=6, x=None, call=lambda m, x: m(x)):
+    torch.manual_seed(0)
+    x = torch.randn(32, 16) if x is None else x
+    y = torch.randint(0, 4, (32,))
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    with NeuralDbg(trace=str(tmp_path / "t.jsonl")) as dbg:
+        for _ in range(steps):
+            loss = F.cross_entropy(call(model, x), y)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+    return dbg
+
+
+def test_a_hugging_face_gelu_stuck_in_its_flat_tail_is_saturated(tmp_path, hooks_clean):
+    torch.manual_seed(0)
+    dbg = run(tmp_path, mlp(bias=-30.0))
+    found = [(t["layer"], t["kind"], t["to"]) for t in dbg.failures()]
+    assert ("1", "smooth", "saturated") in found, found
+
+
+def test_a_healthy_hugging_face_gelu_is_not_flagged(tmp_path, hooks_clean):
+    torch.manual_seed(0)
+    dbg = run(tmp_path, mlp(bias=0.0))
+    assert not dbg.failures(), dbg.failures()
+    kinds = {t["layer"]: t["kind"] for t in dbg.transitions}
+    assert kinds["1"] == "smooth"
+
+
+def test_gpt2_conv1d_is_a_weight_layer_with_its_fan_in_first(tmp_path, hooks_clean):
+    torch.manual_seed(0)
+    model = nn.Sequential(Conv1D(64, 16), GELUActivation(), Conv1D(4, 64))
+    dbg = run(tmp_path, model)
+    assert not dbg.failures(), dbg.failures()
+    import json
+    events = [json.loads(line) for line in open(tmp_path / "t.jsonl")]
+    layers = next(e for e in events if e["event"] == "model")["layers"]
+    first = next(l for l in layers if l["name"] == "0")
+    assert first["kind"] == "param" and first["init_rule"] == "he"
+    assert math.isclose(first["init_rms"], math.sqrt(2 / 16))      # fan-in 16, not 64
+
+
+class KeywordModel(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.net = nn.Sequential(nn.Linear(16, 32), nn.ReLU(), nn.Linear(32, 4))
+
+    def forward(self, *, pixel_values, attention_mask=None):
+        return self.net(pixel_values)
+
+
+def keyword_call(model, x):
+    return model(attention_mask=torch.ones(len(x), dtype=torch.long), pixel_values=x)
+
+
+def test_a_model_called_with_keywords_only_has_its_input_observed(tmp_path, hooks_clean):
+    x = torch.randn(32, 16)
+    x[3, 5] = math.nan
+    dbg = run(tmp_path, KeywordModel(), steps=3, x=x, call=keyword_call)
+    first = dbg.failures()[0]
+    assert (first["layer"], first["to"], first["step"]) == ("(input)", "nonfinite", 0), \
+        dbg.failures()
+
+
+def test_a_healthy_keyword_only_model_has_a_normal_input(tmp_path, hooks_clean):
+    dbg = run(tmp_path, KeywordModel(), call=keyword_call)
+    assert not dbg.failures(), dbg.failures()
+    assert [t["to"] for t in dbg.transitions if t["layer"] == "(input)"] == ["normal"]
