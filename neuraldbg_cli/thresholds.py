@@ -126,6 +126,7 @@ class Thresholds:
     output: OutputThresholds = field(default_factory=OutputThresholds)
     init: InitThresholds = field(default_factory=InitThresholds)
     debounce_steps: int = 2
+    recovery_growth: int = 4
     fail_on: tuple[str, ...] = ()
 
     def to_dict(self) -> dict:

@@ -67,6 +67,18 @@ def failures(events) -> list:
     return [e for e in transitions(events) if e["to"] in FAILURE_STATES]
 
 
+MAX_CHANGES = 8     # state changes of any layer and signal in one run (hysteresis)
+
+
+def most_changes(events) -> tuple:
+    """(count, (layer, signal)) of the layer and signal whose state changed most often."""
+    counts: dict = {}
+    for t in transitions(events):
+        key = (t["layer"], t["signal"])
+        counts[key] = counts.get(key, 0) + 1
+    return max(((n, k) for k, n in counts.items()), default=(0, None))
+
+
 def run_end(events) -> dict:
     ends = [e for e in events if e.get("event") == "run_end"]
     assert len(ends) == 1, f"expected one run_end event, got {len(ends)}"

@@ -5,7 +5,16 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import SAMPLES, describe, failures, run_end, run_neuraldbg, transitions
+from conftest import (
+    MAX_CHANGES,
+    SAMPLES,
+    describe,
+    failures,
+    most_changes,
+    run_end,
+    run_neuraldbg,
+    transitions,
+)
 from neuraldbg_cli.explain.analysis import analyze
 from neuraldbg_cli.trace import read_trace
 
@@ -72,3 +81,12 @@ def test_the_healthy_twin_is_not_flagged(traced, name):
     events, analysis = traced(name, "--fixed")
     assert not failures(events), describe(events)
     assert not analysis.hypotheses, [h.summary for h in analysis.hypotheses]
+
+
+@pytest.mark.parametrize("fixed", [False, True], ids=["broken", "fixed"])
+@pytest.mark.parametrize("name", CASES)
+def test_no_layer_changes_state_more_than_a_few_times(traced, name, fixed):
+    """Hysteresis: a loss that spikes again and again, a layer dying and reviving, stays in
+    its failure state rather than flapping (the bound holds for every run of the samples)."""
+    events, _ = traced(name, *(("--fixed",) if fixed else ()))
+    assert most_changes(events)[0] <= MAX_CHANGES, most_changes(events)

@@ -7,9 +7,11 @@ import pytest
 from conftest import (
     FAILURE_STATES,
     FIXTURES,
+    MAX_CHANGES,
     SAMPLES,
     describe,
     failures,
+    most_changes,
     run_end,
     run_neuraldbg,
     run_python,
@@ -199,3 +201,11 @@ def test_rnn_spike_scenario(rnn_spike):
 def test_rnn_single_gradient_spike_is_reported(rnn_spike):
     _, events = rnn_spike
     _one(events, "rnn", "gradient", "exploding", 0, 0, frm=None)
+
+
+@pytest.mark.parametrize("name", ["healthy", "dying_relu", "dead_init", "tanh_saturation",
+                                  "vanishing_sigmoid", "exploding", "nan_batch"])
+def test_no_layer_changes_state_more_than_a_few_times(traced, name):
+    """Hysteresis: a layer that keeps falling back stays in its failure state."""
+    _, events = traced(name)
+    assert most_changes(events)[0] <= MAX_CHANGES, most_changes(events)

@@ -59,3 +59,23 @@ def test_steady_is_the_confirmed_state_only_while_nothing_is_pending():
     assert t.steady == "normal"
     t.update(3, "dead", {})
     assert t.update(4, "dead", {}) is not None and t.steady == "dead"
+
+
+def test_a_layer_that_keeps_falling_back_needs_ever_longer_healthy_stretches():
+    """Hysteresis: the first recovery takes `debounce` healthy steps, the next `growth` times
+    as many; a layer dying for 3 steps out of every 9 is told once, then stays dead."""
+    tr = SignalTracker(2, growth=4)
+    flapping = ["normal"] + (["dead"] * 3 + ["normal"] * 6) * 30
+    out = [tr.update(i, s, {}) for i, s in enumerate(flapping)]
+    got = [(t.step, t.state) for t in out if t]
+    assert got == [(0, "normal"), (1, "dead"), (4, "normal"), (10, "dead")]
+    # a lasting recovery is still told, dated at its first healthy step (the flapping ended
+    # with 6 of them)
+    after = [tr.update(len(flapping) + i, "normal", {}) for i in range(8)]
+    assert [(t.step, t.state) for t in after if t] == [(len(flapping) - 6, "normal")]
+
+
+def test_without_growth_every_recovery_takes_the_debounce():
+    tr = SignalTracker(2, growth=1)
+    flapping = ["normal"] + (["dead"] * 3 + ["normal"] * 6) * 5
+    assert sum(1 for i, s in enumerate(flapping) if tr.update(i, s, {})) == 11

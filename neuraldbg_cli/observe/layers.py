@@ -44,7 +44,8 @@ class LayerRec:
                  "fallback_name", "acc", "is_output", "skip", "watching", "on_output", "on_grad",
                  "on_update", "in_optimizer")
 
-    def __init__(self, module, kind: str, leaf: bool, watches: list, debounce: int):
+    def __init__(self, module, kind: str, leaf: bool, watches: list, debounce: int,
+                 growth: int = 1):
         """watches: [(detector, the reductions it needs of this module)], needs not empty."""
         self.skip = False               # (the input's record can be switched off)
         self.ref = weakref.ref(module) if module is not None else None
@@ -62,7 +63,7 @@ class LayerRec:
         self.acc = Accumulator(kind, isinstance(module, CHANNEL_FIRST), mode)
         self.is_output = False
         # in the order of the registry; judged at the step end, or at the optimizer step
-        self.watching = [Watch(d, d.history(), SignalTracker(debounce, d.signal.ok))
+        self.watching = [Watch(d, d.history(), SignalTracker(debounce, d.signal.ok, growth))
                          for d, _ in watches]
         pairs = list(zip(self.watching, watches))
         self.on_output = [w for w, (_, n) in pairs if GRAD_NORM not in n]

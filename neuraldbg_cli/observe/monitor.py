@@ -37,7 +37,7 @@ class Monitor:
         self.clock = StepClock(every, emit)
         found = detector_registry.build(thresholds) if detectors is None else detectors
         self.registry = Registry(found, thresholds.debounce_steps, self.clock, emit,
-                                 self.fault, model)
+                                 self.fault, model, thresholds.recovery_growth)
         self.judge = StepJudge(thresholds, self.registry, emit, self.fault)
         self.hooks = Hooks(self.registry, self.clock, self.end_step_safely, self.fault)
         self.hooks.updates = UpdateSampler(thresholds.update.sample)

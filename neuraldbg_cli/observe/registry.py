@@ -21,9 +21,11 @@ class Registry:
     The dicts are shared with the hooks, which read them at every module call: they are
     changed in place, never replaced."""
 
-    def __init__(self, detectors: list, debounce: int, clock, emit, fault, model=None):
+    def __init__(self, detectors: list, debounce: int, clock, emit, fault, model=None,
+                 growth: int = 1):
         self.detectors = detectors
         self.debounce = debounce
+        self.growth = growth                # (tracker.SignalTracker's hysteresis)
         self.clock = clock                  # (the step a model event is dated to)
         self.emit = emit
         self.fault = fault
@@ -45,7 +47,8 @@ class Registry:
 
     def _pseudo(self, kind: str, name: str, leaf: bool) -> LayerRec:
         """The record of a pseudo-layer (module None), named `name` in the trace."""
-        rec = LayerRec(None, kind, leaf, self._watches(None, kind, leaf), self.debounce)
+        rec = LayerRec(None, kind, leaf, self._watches(None, kind, leaf), self.debounce,
+                       self.growth)
         rec.fallback_name = name
         return rec
 
@@ -70,7 +73,7 @@ class Registry:
         watches = self._watches(module, kind, leaf)
         if not watches:
             return self.skip(module)
-        rec = LayerRec(module, kind, leaf, watches, self.debounce)
+        rec = LayerRec(module, kind, leaf, watches, self.debounce, self.growth)
         self.recs[id(module)] = rec
         if self.name(module) is None:
             self.unnamed_seen = True

@@ -19,13 +19,22 @@ class SignalTracker:
     numbers of that step. Non-finite values are confirmed at once (one bad batch matters),
     and so is a healthy first observation. A layer flapping faster than `debounce` steps
     keeps its confirmed state, so the trace cannot be flooded. `urgent` confirms at once
-    too (a gradient beyond the absolute ceiling: one such update can wreck a model)."""
+    too (a gradient beyond the ceiling: one such update can wreck a model).
 
-    __slots__ = ("debounce", "ok", "state", "steady", "_candidate", "_since", "_count", "_stats")
+    Hysteresis: entering a state takes `debounce` steps; leaving a failure for good health
+    takes `debounce` x `growth` ** (recoveries so far) steps. A layer that keeps falling back
+    (a loss spiking again and again, a gradient at a threshold) needs ever longer healthy
+    stretches to be called recovered, so its state changes a few times per run, not at every
+    swing, and what it shows is the regime it is in."""
 
-    def __init__(self, debounce: int, ok: str = "normal"):
+    __slots__ = ("debounce", "ok", "growth", "state", "steady", "_candidate", "_since", "_count",
+                 "_stats", "_release")
+
+    def __init__(self, debounce: int, ok: str = "normal", growth: int = 1):
         self.debounce = debounce
         self.ok = ok                # the signal's good-health state
+        self.growth = growth
+        self._release = debounce    # healthy steps that confirm the next recovery
         self.state: str | None = None
         # the confirmed state while nothing is pending, else None: a step in that state
         # changes nothing (the caller need not assemble evidence, at every step of every layer)
@@ -44,8 +53,11 @@ class SignalTracker:
         if state != self._candidate:
             self._candidate, self._since, self._count, self._stats = state, step, 0, stats
         self._count += 1
-        immediate = urgent or state == "nonfinite" or (self.state is None and state == self.ok)
-        if immediate or self._count >= self.debounce:
+        ok = state == self.ok
+        immediate = urgent or state == "nonfinite" or (self.state is None and ok)
+        if immediate or self._count >= (self._release if ok else self.debounce):
+            if ok and self.state is not None:
+                self._release *= self.growth
             return self._confirm()
         return None
 
