@@ -102,3 +102,21 @@ def test_a_healthy_keyword_only_model_has_a_normal_input(tmp_path, hooks_clean):
     dbg = run(tmp_path, KeywordModel(), call=keyword_call)
     assert not dbg.failures(), dbg.failures()
     assert [t["to"] for t in dbg.transitions if t["layer"] == "(input)"] == ["normal"]
+
+
+def test_a_dropout_does_not_echo_the_shift_of_the_layer_before_it(tmp_path, hooks_clean):
+    """BERT-style Linear -> Dropout: a jump in the Linear's output is told once, by it."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(16, 64), nn.Dropout(0.1), nn.ReLU(), nn.Linear(64, 4))
+
+    def jump(model, x):
+        if jump.calls == 12:
+            with torch.no_grad():
+                model[0].weight.mul_(30.0)
+        jump.calls += 1
+        return model(x)
+    jump.calls = 0
+    dbg = run(tmp_path, model, steps=20, call=jump)
+    shifted = {t["layer"] for t in dbg.transitions if t["to"] == "anomalous"}
+    assert "0" in shifted and "1" not in shifted, dbg.transitions
+    assert not [t for t in dbg.transitions if t["layer"] == "1"]

@@ -40,6 +40,10 @@ TRANSPOSED_WEIGHT = ("Conv1D",)     # class names whose weight is (in, out)
 CHANNEL_FIRST = (nn.modules.conv._ConvNd, nn.modules.batchnorm._BatchNorm,
                  nn.modules.instancenorm._InstanceNorm, nn.modules.pooling._MaxPoolNd,
                  nn.modules.pooling._AvgPoolNd)
+# Modules whose output is their input, reshaped or (Dropout) masked and rescaled: their own
+# numbers only echo the layer before them, so they are not judged (a healthy run's shift in
+# a Linear was told twice, once again by the Dropout after it).
+ECHOING = (nn.modules.dropout._DropoutNd, nn.Identity, nn.Flatten, nn.Unflatten)
 # Modules whose output keeps the zeros of their input: what follows them must look for
 # dead units itself.
 TRANSPARENT = (nn.modules.dropout._DropoutNd, nn.Identity, nn.Flatten, nn.Unflatten,

@@ -5,7 +5,7 @@ import math
 
 from ... import states
 from ...thresholds import Thresholds
-from ..kinds import PARAM, RELU, SMOOTH, SQUASH_KINDS, UNIT_KINDS
+from ..kinds import ECHOING, PARAM, RELU, SMOOTH, SQUASH_KINDS, UNIT_KINDS
 from ..rolling import RollingMedian
 from . import register
 from .base import INPUT_ACTIVITY, NOTHING, OUTPUT_NORM, UNIT_ACTIVITY, UNIT_SATURATION, Detector, Observation
@@ -36,7 +36,7 @@ class ActivationDetector(Detector):
     signal = states.ACTIVATION
 
     def needs(self, module, kind: str, leaf: bool) -> frozenset:
-        if not leaf:            # a container only repeats its children's outputs
+        if not leaf or isinstance(module, ECHOING):  # (they repeat other layers' outputs)
             return NOTHING
         extra = (UNIT_ACTIVITY if kind in UNIT_KINDS else UNIT_SATURATION if kind in SQUASH_KINDS
                  else INPUT_ACTIVITY if kind == PARAM else None)
