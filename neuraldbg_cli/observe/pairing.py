@@ -139,10 +139,15 @@ def _warning_from_caller(original, args: tuple, kwargs: dict):
     def again(message, category, filename, lineno, file=None, line=None):
         warnings.showwarning = shown
         where = caller.f_globals
-        warnings.warn_explicit(message, category, caller.f_code.co_filename, caller.f_lineno,
-                               module=where.get("__name__"),
-                               registry=where.setdefault("__warningregistry__", {}),
-                               module_globals=where)
+        try:
+            # (no module_globals: Python 3.13 rejects a script's, run as __main__ by runpy)
+            warnings.warn_explicit(message, category, caller.f_code.co_filename,
+                                   caller.f_lineno, module=where.get("__name__"),
+                                   registry=where.setdefault("__warningregistry__", {}))
+        except category:
+            raise           # (a filter turned it into an error: as under plain python)
+        except Exception:  # noqa: BLE001 - the user's loss must run: show it where torch said
+            shown(message, category, filename, lineno, file, line)
 
     warnings.showwarning = again
     try:
