@@ -6,8 +6,9 @@ from __future__ import annotations
 import re
 
 # C0 controls (ESC, BEL, CR, newline too: a name is one line), DEL, C1 controls (a lone 0x9b
-# is CSI to some terminals), and the bidirectional overrides that reorder what is displayed.
-_UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+# is CSI to some terminals), the bidirectional overrides that reorder what is displayed, and
+# lone surrogates (JSON's "\ud800" parses to one; no UTF-8 output can encode it).
+_UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
 
 
 def _escape(m: re.Match) -> str:

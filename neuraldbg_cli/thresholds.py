@@ -105,6 +105,15 @@ class OutputThresholds:
 
 
 @dataclass(frozen=True)
+class SummaryThresholds:
+    """Curves, not verdicts: a `summary` event per layer with the numbers its detectors judged,
+    at one step in `every` for the first `points` summaries, then at half that rate each time
+    the run doubles in length (so a run's trace grows with the log of its length)."""
+    every: int = 10
+    points: int = 100
+
+
+@dataclass(frozen=True)
 class InitThresholds:
     """Weights at first sight against the fan-in rule for the activation after them (He for
     ReLU, Xavier/LeCun otherwise): off by more than this factor either way is named."""
@@ -125,6 +134,7 @@ class Thresholds:
     loop: LoopThresholds = field(default_factory=LoopThresholds)
     output: OutputThresholds = field(default_factory=OutputThresholds)
     init: InitThresholds = field(default_factory=InitThresholds)
+    summary: SummaryThresholds = field(default_factory=SummaryThresholds)
     debounce_steps: int = 2
     recovery_growth: int = 4
     fail_on: tuple[str, ...] = ()

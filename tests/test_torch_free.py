@@ -29,10 +29,11 @@ assert "torch" not in sys.modules
 
 import neuraldbg_cli.cli
 import neuraldbg_cli.explain
+import neuraldbg_cli.publish
 
 names = ["neuraldbg_cli.states", "neuraldbg_cli.thresholds", "neuraldbg_cli.trace",
          "neuraldbg_cli.errors"]
-for package in (neuraldbg_cli.explain, neuraldbg_cli.cli):
+for package in (neuraldbg_cli.explain, neuraldbg_cli.cli, neuraldbg_cli.publish):
     names += [f"{package.__name__}.{m.name}" for m in pkgutil.iter_modules(package.__path__)]
 for name in names:
     importlib.import_module(name)

@@ -13,7 +13,7 @@ from ..trace import open_trace
 FAILED_GATE = 3
 
 
-def explain_traces(paths, as_json: bool = False, fail_on=None) -> int:
+def explain_traces(paths, as_json: bool = False, fail_on=None, junit: str | None = None) -> int:
     """0, or 3 when a `fail_on` state is in the traces; unreadable traces raise InputError
     (exit 2). The script's own exit status is reported, not re-applied."""
     traces = [open_trace(p) for p in paths]     # read once, as analyze goes
@@ -26,6 +26,10 @@ def explain_traces(paths, as_json: bool = False, fail_on=None) -> int:
         from ..explain.report import render, theme
 
         console_for_stdout(theme()).print(render(analysis))
+    from ..publish import ci
+
+    if ci.wanted(junit):
+        ci.publish(analysis, fail_on or (), junit)
     return FAILED_GATE if fail_on and gate(analysis.runs, fail_on) else 0
 
 

@@ -27,6 +27,8 @@ app = typer.Typer(
 )
 
 DEFAULT_TRACE = "neuraldbg-trace.jsonl"
+JUNIT_HELP = ("write JUnit XML here: a test case per observed layer and signal, failed by "
+              "the --fail-on states")
 
 
 class _Terminated(BaseException):
@@ -66,6 +68,7 @@ def run(
                               help="observe every N-th step only (default 1: all); cheaper "
                                    "for tiny models, but a state must then last N times longer"),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="no summary on stderr"),
+    junit: str | None = typer.Option(None, "--junit", metavar="FILE", help=JUNIT_HELP),
 ) -> None:
     from ..observe.session import trace_path_for
     from ..trace import check_writable
@@ -77,11 +80,16 @@ def run(
     th = load_thresholds(thresholds)
     gate = _fail_on(fail_on, th)
     check_writable(trace_path_for(trace))
+    if junit is not None:
+        from ..publish.junit import check_writable as junit_writable
+
+        junit = trace_path_for(junit)       # (under torchrun: one per rank, as the trace)
+        junit_writable(junit)
     target = runner.module_target(script) if module else runner.script_target(script)
-    raise typer.Exit(_observe(target, list(ctx.args), trace, th, gate, quiet, every))
+    raise typer.Exit(_observe(target, list(ctx.args), trace, th, gate, quiet, every, junit))
 
 
-def _observe(target, args, trace, th, gate, quiet, every) -> int:
+def _observe(target, args, trace, th, gate, quiet, every, junit=None) -> int:
     from ..observe.session import Session
     from . import runner
 
@@ -110,9 +118,32 @@ def _observe(target, args, trace, th, gate, quiet, every) -> int:
         code = session.finish(status, code, error, fail_on=gate)
     if not session.quiet:
         _summary(session)
+    _to_ci(session, gate, junit)
     if death is not None:
         raise _Die(death)
     return code
+
+
+def _to_ci(session, gate, junit) -> None:
+    """The run's own trace, explained for CI systems (JUnit, GitHub); never the cause of a
+    different exit status: what cannot be written is a warning."""
+    from ..publish import ci
+
+    if not ci.wanted(junit) or (junit is None and session.rank != 0):
+        return
+    from ..explain.analysis import analyze
+    from ..trace import open_trace
+
+    try:
+        analysis = analyze([open_trace(session.path)])
+        if session.rank != 0:       # only rank 0 speaks to GitHub; each rank has its JUnit
+            from ..publish import junit as junit_xml
+
+            junit_xml.write(analysis, gate, junit)
+        else:
+            ci.publish(analysis, gate, junit)
+    except InputError as e:
+        print(f"neuraldbg: warning: {e}", file=sys.stderr)
 
 
 def _print_exception(e: BaseException, path: str) -> None:
@@ -173,11 +204,29 @@ def explain(
     as_json: bool = typer.Option(False, "--json", help="print the hypotheses as JSON"),
     fail_on: str | None = typer.Option(None, "--fail-on", metavar="STATES",
                                           help="exit 3 if any of these states is in the traces"),
+    junit: str | None = typer.Option(None, "--junit", metavar="FILE", help=JUNIT_HELP),
 ) -> None:
     from .explain_cmd import explain_traces
 
     gate = parse_states(fail_on) if fail_on is not None else None
-    raise typer.Exit(explain_traces(traces, as_json=as_json, fail_on=gate))
+    if junit is not None:
+        from ..publish.junit import check_writable as junit_writable
+
+        junit_writable(junit)
+    raise typer.Exit(explain_traces(traces, as_json=as_json, fail_on=gate, junit=junit))
+
+
+@app.command(help="Write one self-contained HTML file of one or more traces: the verdict, a "
+                  "layer x step timeline coloured by state, each layer's curves.")
+def report(
+    traces: list[str] = typer.Argument(..., metavar="TRACE...", help="trace files"),
+    output: str = typer.Option("neuraldbg-report.html", "--output", "-o", metavar="FILE",
+                               help="the HTML file to write"),
+) -> None:
+    from ..publish.html import write_report
+
+    write_report(traces, output)
+    print(f"neuraldbg: report written to {output}", file=sys.stderr)
 
 
 @app.command("thresholds", help="Print the default thresholds, annotated: a file to start "

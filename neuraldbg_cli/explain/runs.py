@@ -79,6 +79,7 @@ class Run:
     seen_step: int          # the largest step of any transition or learning-rate change
     notes: list
     thresholds: dict        # run_start's effective thresholds ({} if not given)
+    observed: dict          # layer -> the signals watching it, as the model events list them
 
     @property
     def last_step(self) -> int:
@@ -119,9 +120,14 @@ def _dict(v) -> bool:
     return isinstance(v, dict)
 
 
+def _list(v) -> bool:
+    return isinstance(v, list)
+
+
 def digest(trace: Trace) -> Run:
     """One pass over the events: per layer and signal a bounded Track, the run's facts."""
     start, end, models, hparams, notes = {}, {}, [], [], []
+    observed: dict = {}
     tracks: dict = {}
     reached: set = set()
     seen = 0
@@ -142,6 +148,8 @@ def digest(trace: Trace) -> Run:
             seen = max(seen, e["step"])
         elif kind == "model" and isinstance(e.get("layers"), list):
             models.append([l for l in e["layers"] if isinstance(l, dict) and _str(l.get("name"))])
+            _observe(observed, models[-1])
+            _observe(observed, _get(e, "pseudo_layers", _list, []))
         elif kind == "warning" and _str(e.get("message")) and len(notes) < MAX_NOTES:
             notes.append(e)
         elif kind == "run_start" and not start:
@@ -157,7 +165,16 @@ def digest(trace: Trace) -> Run:
         exit_code=_get(end, "exit_code", is_int), error=_get(end, "error", _str),
         layers=[l for m in models for l in m], models=models,
         hparams=sorted(hparams, key=lambda e: e["step"]), tracks=tracks, reached=reached,
-        seen_step=seen, notes=notes, thresholds=_get(start, "thresholds", _dict, {}))
+        seen_step=seen, notes=notes, thresholds=_get(start, "thresholds", _dict, {}),
+        observed=observed)
+
+
+def _observe(observed: dict, layers: list) -> None:
+    """Adds the signals each layer entry lists (a model event's, traces since schema 2)."""
+    for l in layers:
+        if isinstance(l, dict) and _str(l.get("name")) and isinstance(l.get("signals"), list):
+            signals = observed.setdefault(l["name"], [])
+            signals += [s for s in l["signals"] if _str(s) and s not in signals]
 
 
 def gate(runs: list, wanted) -> list:

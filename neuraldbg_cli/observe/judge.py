@@ -8,6 +8,7 @@ from .detectors.base import Observation
 from .kinds import LOOP_KIND, LOSS_KIND, OUTPUT_KIND, SIGMOID, TANH, UNIT_KINDS
 from .readout import Readout
 from .stats import collect, grad_values, layer_norm, unit_shares
+from .summaries import Summary, SummaryClock
 from .updates import UpdateBatch, ratios
 
 # A NamedTuple's own __new__ is a Python function; tuple.__new__ builds the same record in C
@@ -26,6 +27,7 @@ class StepJudge:
         self.emit = emit
         self.fault = fault                  # callable(what, error)
         self.readout = readout or Readout()
+        self.summaries = SummaryClock(thresholds.summary.every, thresholds.summary.points)
 
     def end_step(self, step: int, recs: list, grads: list, inputs_checked: bool,
                  facts=None) -> None:
@@ -64,25 +66,40 @@ class StepJudge:
             tail, values = values[-n_extra:], values[:-n_extra]
         told = facts.values(tail) if facts is not None else None     # (loss, first_grad, call)
         loss = told[0] if told is not None else None
+        keep = Summary(step) if self.summaries.due(step) else None
         raw, done = [], []
         if values:
-            self._judge_outputs(values, plan, recs, step)
+            self._judge_outputs(values, plan, recs, step, keep)
             raw, done = grad_values(values, plan)
         norms = {}
         for batch in grads:
             values = done if batch.normed else raw
             k = len(batch.tensors)
             if type(batch) is UpdateBatch:
-                self._judge_updates(batch, values[:k], norms, recs, step)
+                found = self._judge_updates(batch, values[:k], norms, recs, step)
+                if keep is not None:
+                    for rec, ratio in found.items():
+                        if rec.on_update:
+                            keep.add(rec, "update_ratio", ratio)
             else:
                 norms = self._judge_gradients(batch.groups, values[:k], step, loss)
+                if keep is not None:
+                    for rec, norm in norms.items():
+                        if rec.on_grad:
+                            keep.add(rec, "grad_norm", norm)
             del values[:k]
         if facts is not None:
             self._judge_step(facts, told, step)
+        if keep is not None:
+            if loss is not None:
+                keep.add(self.registry.loss, "loss", loss)
+            for event in keep.events(self.registry.name_of):
+                self.emit(event)
 
-    def _judge_outputs(self, values: list, plan, recs: list, step: int) -> None:
+    def _judge_outputs(self, values: list, plan, recs: list, step: int, keep=None) -> None:
         """Each layer's output numbers, read straight from the plan's slots (no record per
-        layer in between: this runs for every layer at every step), to its detectors."""
+        layer in between: this runs for every layer at every step), to its detectors; and to
+        `keep`, the step's Summary, when the step is summarised."""
         done = plan.n_done
         shares, sats = unit_shares(values, plan)
         for rec, slot in zip(recs, plan.slots):
@@ -96,6 +113,8 @@ class StepJudge:
                                    None if i is None else shares[i],
                                    None if s is None else sats[s], count, rec.is_output,
                                    None, None, None, None, None))
+            if keep is not None and rec.on_output:
+                keep.add_output(rec, x)
             for detector, history, tracker in rec.on_output:
                 try:
                     state, extra = detector.judge(x, history)
@@ -123,9 +142,10 @@ class StepJudge:
                 self._observe(rec, rec.on_grad, x, step)
         return out
 
-    def _judge_updates(self, batch, values: list, norms: dict, recs: list, step: int) -> None:
-        """Each layer's update ratio; a layer with no gradient while one after it (in the
-        optimizer's order) has one, and that ran this step, had its graph cut."""
+    def _judge_updates(self, batch, values: list, norms: dict, recs: list, step: int) -> dict:
+        """Each layer's update ratio (returned: layer record -> ratio); a layer with no
+        gradient while one after it (in the optimizer's order) has one, and that ran this
+        step, had its graph cut."""
         found = ratios(batch, values)
         groups = batch.groups
         last = len(groups) - 1      # the last layer with a gradient, or -1
@@ -140,6 +160,7 @@ class StepJudge:
             x = _new(Observation, (rec.kind, None, None, None, None, None, False, norm, None,
                                    found.get(rec), None, facts))
             self._observe(rec, rec.on_update, x, step)
+        return found
 
     def _judge_step(self, facts, told: tuple, step: int) -> None:
         """The pseudo-layers (loss), (loop) and (output), and the layers outside every

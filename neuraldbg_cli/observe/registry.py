@@ -141,14 +141,19 @@ class Registry:
                 layers.append({"name": names[id(module)], "type": type(module).__name__,
                                "kind": rec.kind if rec.leaf else "container",
                                "params": sum(0 if is_lazy(p) else p.numel()
-                                             for p in module.parameters(recurse=False))})
+                                             for p in module.parameters(recurse=False)),
+                               "signals": signals_of(rec)})
                 seen.append((layers[-1], module, rec.kind))
         try:
             weights.first_sight(seen)
         except Exception as e:  # noqa: BLE001 - the model event goes out without them
             self.fault("weight scales unavailable", e)
+        pseudo = [{"name": r.fallback_name, "signals": signals_of(r)}
+                  for r in (self.input, self.loss, self.loop, self.output)
+                  if not r.skip and r.watching]
         self.emit({"event": "model", "step": self.clock.step,
-                   "root": type(naming.unwrap(root)).__name__, "layers": layers})
+                   "root": type(naming.unwrap(root)).__name__, "layers": layers,
+                   "pseudo_layers": pseudo})
 
     def name(self, module) -> str | None:
         """The layer name of `module`, if it has one (ids of modules gone are reused)."""
@@ -164,3 +169,8 @@ class Registry:
             self._unnamed += 1
             rec.fallback_name = f"{rec.module_type}#{self._unnamed}"
         return rec.fallback_name
+
+
+def signals_of(rec) -> list:
+    """The signals watching a layer, as the trace names them (what a JUnit report lists)."""
+    return list(dict.fromkeys(w.detector.signal.name for w in rec.watching))
