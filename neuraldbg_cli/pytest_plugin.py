@@ -9,8 +9,7 @@
 The test fails when a listed state was detected (by default dead,nonfinite), and its failure
 message is the explanation `neuraldbg explain` would print. The fixture is a NeuralDbg
 (`.transitions`, `.failures()`, `.trace`); keyword arguments of the marker go to it (model,
-thresholds, every, fail_on). Installed with neuraldbg (the `pytest11` entry point); needs
-pytest 8 or later."""
+thresholds, every, fail_on). Installed with neuraldbg (the `pytest11` entry point)."""
 from __future__ import annotations
 
 import pytest
@@ -42,23 +41,23 @@ def neuraldbg(request, tmp_path):
         _close(dbg, None)           # (a no-op once the test's call closed it)
 
 
-@pytest.hookimpl(wrapper=True)
+@pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_call(item):
     """After the test body: close the observation and fail the test on its states. Here,
-    not in the fixture's teardown, so that pytest reports a failed test, not an error."""
-    try:
-        result = yield
-    except BaseException as e:
-        dbg = item.stash.get(_KEY, None)
-        if dbg is not None:
-            _close(dbg, e)
-        raise
+    not in the fixture's teardown, so that pytest reports a failed test, not an error.
+    (An old-style wrapper: a plugin every pytest loads must not break an older one.)"""
+    outcome = yield
     dbg = item.stash.get(_KEY, None)
-    if dbg is not None:
-        _close(dbg, None)
-        if dbg.failed:
-            pytest.fail(explanation(dbg), pytrace=False)
-    return result
+    if dbg is None:
+        return
+    error = outcome.excinfo[1] if outcome.excinfo else None
+    _close(dbg, error)
+    if error is None and dbg.failed:
+        failure = pytest.fail.Exception(explanation(dbg), pytrace=False)
+        if hasattr(outcome, "force_exception"):         # pluggy >= 1.1
+            outcome.force_exception(failure)
+        else:  # pragma: no cover
+            raise failure
 
 
 def _close(dbg, error) -> None:

@@ -1,0 +1,71 @@
+"""What both callbacks do: observe one fit, stop it on chosen states, and tell the likely
+hypotheses at the end through the framework's logger."""
+from __future__ import annotations
+
+from ..observe.api import NeuralDbg
+from ..thresholds import parse_states
+
+
+class Observation:
+    """One fit observed: started on the model the trainer holds, closed once, explained."""
+
+    def __init__(self, trace: str, fail_on, stop_on, thresholds, every: int, framework: str):
+        self.trace, self.every, self.thresholds = trace, every, thresholds
+        self.fail_on = fail_on
+        self.stop_on = parse_states(stop_on, what="stop_on") if isinstance(stop_on, str) \
+            else tuple(stop_on or ())
+        self.framework = framework
+        self.dbg: NeuralDbg | None = None
+        self._stopped = False
+
+    def start(self, model) -> None:
+        if self.dbg is not None:
+            self.close()                    # a second fit with the same callback: a new trace
+        self.dbg = NeuralDbg(model, trace=self.trace, thresholds=self.thresholds,
+                             fail_on=self.fail_on, every=self.every)
+        self.dbg.__enter__()
+        self._stopped = False
+
+    def should_stop(self) -> list:
+        """The stop_on states detected so far (once: the trainer is told once)."""
+        if self.dbg is None or self._stopped or not self.stop_on:
+            return []
+        found = self.dbg.failures(self.stop_on)
+        self._stopped = bool(found)
+        return found
+
+    def close(self, error: BaseException | None = None, global_step: int | None = None) -> None:
+        dbg = self.dbg
+        if dbg is None or dbg.session is None or dbg.session._finished:
+            return
+        if global_step is not None:
+            dbg.session._emit({"event": "framework", "name": self.framework,
+                               "global_step": global_step, "steps": dbg.steps})
+        if error is None:
+            dbg.__exit__(None, None, None)
+        else:
+            dbg.__exit__(type(error), error, error.__traceback__)
+
+    @property
+    def failed(self) -> bool:
+        return self.dbg is not None and self.dbg.failed
+
+    def explained(self) -> list:
+        """The likely hypotheses of the trace, a line each (what the logger says)."""
+        from ..explain.analysis import analyze
+        from ..publish import text
+        from ..trace import open_trace
+
+        if self.dbg is None:
+            return []
+        analysis = analyze([open_trace(self.dbg.trace)])
+        lines = [f"neuraldbg: #{h.position} {text.headline(h)}: {h.summary} Fix: {h.fix}"
+                 for h in text.likely(analysis)[:5]]
+        return lines or [f"neuraldbg: {self.dbg.steps} steps, no failure found "
+                         f"(trace: {self.dbg.trace})"]
+
+
+def stopping_message(found: list) -> str:
+    first = min(found, key=lambda t: t["step"])
+    return (f"neuraldbg: stopping training: {first['layer']} {first['signal']} {first['to']} "
+            f"at step {first['step']}")
