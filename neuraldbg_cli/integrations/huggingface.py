@@ -9,27 +9,15 @@ from __future__ import annotations
 from transformers import TrainerCallback
 from transformers.utils import logging
 
-from .observing import Observation, stopping_message
+from .observing import Observing, stopping_message
 
 log = logging.get_logger("transformers.trainer.neuraldbg")
 
 
-class NeuralDbgCallback(TrainerCallback):
-    """trace: the JSONL trace; fail_on: the states of `.failed`; stop_on: states that stop
-    training (e.g. "nonfinite,dead"); thresholds: a Thresholds or YAML path; every: observe
-    every N-th step."""
+class NeuralDbgCallback(Observing, TrainerCallback):
+    """Observes a Trainer.train(); its options are Observing's (trace, fail_on, stop_on, ...)."""
 
-    def __init__(self, trace: str = "neuraldbg-trace.jsonl", *, fail_on: str | None = None,
-                 stop_on=None, thresholds=None, every: int = 1):
-        self.observation = Observation(trace, fail_on, stop_on, thresholds, every, "transformers")
-
-    @property
-    def dbg(self):
-        return self.observation.dbg
-
-    @property
-    def failed(self) -> bool:
-        return self.observation.failed
+    framework = "transformers"
 
     def on_train_begin(self, args, state, control, model=None, **kwargs):
         self.observation.start(model)

@@ -13,28 +13,15 @@ try:
 except ImportError:  # pragma: no cover - the older package name
     from pytorch_lightning import Callback
 
-from .observing import Observation, stopping_message
+from .observing import Observing, stopping_message
 
 log = logging.getLogger("lightning.pytorch.callbacks.neuraldbg")
 
 
-class NeuralDbgCallback(Callback):
-    """trace: the JSONL trace; fail_on: the states of `.failed`; stop_on: states that stop
-    the fit (e.g. "nonfinite,dead"); thresholds: a Thresholds or YAML path; every: observe
-    every N-th step."""
+class NeuralDbgCallback(Observing, Callback):
+    """Observes a Lightning fit; its options are Observing's (trace, fail_on, stop_on, ...)."""
 
-    def __init__(self, trace: str = "neuraldbg-trace.jsonl", *, fail_on: str | None = None,
-                 stop_on=None, thresholds=None, every: int = 1):
-        self.observation = Observation(trace, fail_on, stop_on, thresholds, every, "lightning")
-
-    @property
-    def dbg(self):
-        """The NeuralDbg of the last fit (`.transitions`, `.failures()`)."""
-        return self.observation.dbg
-
-    @property
-    def failed(self) -> bool:
-        return self.observation.failed
+    framework = "lightning"
 
     def on_fit_start(self, trainer, pl_module) -> None:
         self.observation.start(pl_module)       # (each rank its own trace, as under torchrun)

@@ -65,6 +65,29 @@ class Observation:
                          f"(trace: {self.dbg.trace})"]
 
 
+class Observing:
+    """The callbacks' common part (mixed in before the framework's own Callback class).
+
+    trace: the JSONL trace; fail_on: the states of `.failed`; stop_on: states that stop
+    training (e.g. "nonfinite,dead"); thresholds: a Thresholds or YAML path; every: observe
+    every N-th step."""
+
+    framework = ""
+
+    def __init__(self, trace: str = "neuraldbg-trace.jsonl", *, fail_on: str | None = None,
+                 stop_on=None, thresholds=None, every: int = 1):
+        self.observation = Observation(trace, fail_on, stop_on, thresholds, every, self.framework)
+
+    @property
+    def dbg(self):
+        """The NeuralDbg of the last fit (`.transitions`, `.failures()`)."""
+        return self.observation.dbg
+
+    @property
+    def failed(self) -> bool:
+        return self.observation.failed
+
+
 def stopping_message(found: list) -> str:
     first = min(found, key=lambda t: t["step"])
     return (f"neuraldbg: stopping training: {first['layer']} {first['signal']} {first['to']} "
