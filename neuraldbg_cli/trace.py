@@ -14,6 +14,7 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from . import errors
 from . import trace_shapes as shapes
 from .errors import InputError
 from .inert import inert
@@ -53,14 +54,7 @@ def rank_path(path: str, rank: int) -> str:
 
 def check_writable(path: str) -> None:
     """Fail before the script starts if the trace cannot be created."""
-    p = Path(path)
-    folder = p.parent if str(p.parent) else Path(".")
-    if not folder.is_dir():
-        raise InputError(f"cannot write trace {path}: folder {folder} does not exist")
-    if p.is_dir():
-        raise InputError(f"cannot write trace {path}: it is a folder")
-    if not os.access(folder, os.W_OK) or (p.exists() and not os.access(p, os.W_OK)):
-        raise InputError(f"cannot write trace {path}: permission denied")
+    errors.check_writable(path, "trace")
 
 
 class TraceWriter:

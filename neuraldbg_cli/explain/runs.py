@@ -76,7 +76,7 @@ class Run:
     hparams: list
     tracks: dict
     reached: set            # every state some transition entered (the --fail-on gate)
-    seen_step: int          # the largest step of any transition or learning-rate change
+    seen_step: int          # the largest step of any transition, summary or learning-rate change
     notes: list
     thresholds: dict        # run_start's effective thresholds ({} if not given)
     observed: dict          # layer -> the signals watching it, as the model events list them
@@ -143,6 +143,9 @@ def digest(trace: Trace) -> Run:
                 track.add(e, e["to"] in good)
                 reached.add(e["to"])
                 seen = max(seen, e["step"])
+        elif kind == "summary":     # (the curves: only their step here, a killed run's last)
+            if is_int(e.get("step")) and e["step"] > seen:
+                seen = e["step"]
         elif kind == "hparams" and is_int(e.get("step")) and isinstance(e.get("lr"), list):
             hparams.append(e)
             seen = max(seen, e["step"])

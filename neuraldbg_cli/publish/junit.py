@@ -10,7 +10,7 @@ import re
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-from .. import states
+from .. import errors, states
 from ..errors import InputError
 from ..inert import inert
 from . import text
@@ -30,13 +30,7 @@ def _storable(s: str) -> str:
 
 
 def check_writable(path: str) -> None:
-    """Fail before any work (before the script starts, under `run`) if `path` cannot be made."""
-    p = Path(path)
-    folder = p.parent if str(p.parent) else Path(".")
-    if not folder.is_dir():
-        raise InputError(f"cannot write JUnit file {path}: folder {folder} does not exist")
-    if p.is_dir():
-        raise InputError(f"cannot write JUnit file {path}: it is a folder")
+    errors.check_writable(path, "JUnit file")
 
 
 def write(analysis, fail_on, path: str) -> None:
