@@ -126,7 +126,7 @@ def _observe(target, args, trace, th, gate, quiet, every, junit=None) -> int:
 
 def _to_ci(session, gate, junit) -> None:
     """The run's own trace, explained for CI systems (JUnit, GitHub); never the cause of a
-    different exit status: what cannot be written is a warning."""
+    different exit status: what cannot be written or explained is a warning."""
     from ..publish import ci
 
     if not ci.wanted(junit) or (junit is None and session.rank != 0):
@@ -144,6 +144,9 @@ def _to_ci(session, gate, junit) -> None:
             ci.publish(analysis, gate, junit)
     except InputError as e:
         print(f"neuraldbg: warning: {e}", file=sys.stderr)
+    except Exception as e:  # noqa: BLE001 - the script's own result stands
+        print(f"neuraldbg: warning: CI output not written: {type(e).__name__}: {e}",
+              file=sys.stderr)
 
 
 def _print_exception(e: BaseException, path: str) -> None:
