@@ -144,7 +144,19 @@ OUTPUT = Signal("output", "normal", (
           "them all into class 0) and shuffle the data."),
 ), short="out")
 
-SIGNALS: dict = {s.name: s for s in (ACTIVATION, GRADIENT, UPDATE, LOSS, LOOP, OUTPUT)}
+# Normalisation health (BatchNorm's batch against its running statistics; norm gains).
+NORM = Signal("norm", "normal", (
+    _ok("normal"),
+    State("drift", True, 0.85, "R", "bold yellow", "drifted from its running statistics",
+          "Shuffle the training data (DataLoader(shuffle=True)) so that each batch is a fair "
+          "sample of it, and use larger batches; with batches that must stay small, use "
+          "GroupNorm or LayerNorm instead of BatchNorm."),
+    State("collapsed", True, 0.8, "K", "bold cyan", "collapsed its gain toward zero",
+          "Exclude the normalisation gains and biases from weight decay (a parameter group "
+          "with weight_decay=0) and lower the learning rate."),
+))
+
+SIGNALS: dict = {s.name: s for s in (ACTIVATION, GRADIENT, UPDATE, LOSS, LOOP, OUTPUT, NORM)}
 
 
 def register(signal: Signal) -> Signal:

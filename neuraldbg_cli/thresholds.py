@@ -105,6 +105,19 @@ class OutputThresholds:
 
 
 @dataclass(frozen=True)
+class NormThresholds:
+    """Normalisation layers. BatchNorm: each step's batch mean against the running mean it
+    had before the step, per channel in running standard deviations, averaged over channels
+    (about 0.8 / sqrt(values per channel) for batches that are fair samples of the data).
+    LayerNorm/GroupNorm/RMSNorm: the rms of the gain against its value at first sight."""
+    drift: float = 0.5
+    window: int = 5
+    warmup: int = 20
+    tiny_batch: int = 16
+    collapse_ratio: float = 0.1
+
+
+@dataclass(frozen=True)
 class SummaryThresholds:
     """Curves, not verdicts: a `summary` event per layer with the numbers its detectors judged,
     at one step in `every` for the first `points` summaries, then at half that rate each time
@@ -133,6 +146,7 @@ class Thresholds:
     loss: LossThresholds = field(default_factory=LossThresholds)
     loop: LoopThresholds = field(default_factory=LoopThresholds)
     output: OutputThresholds = field(default_factory=OutputThresholds)
+    norm: NormThresholds = field(default_factory=NormThresholds)
     init: InitThresholds = field(default_factory=InitThresholds)
     summary: SummaryThresholds = field(default_factory=SummaryThresholds)
     debounce_steps: int = 2
@@ -147,7 +161,7 @@ class Thresholds:
 
 # Valid ranges, by dotted key; a key absent here accepts any positive number.
 _RATIOS = {"dead_ratio", "saturated_ratio", "min_grad", "sparsity_jump", "vanishing_ratio",
-           "stall_fraction"}
+           "stall_fraction", "collapse_ratio"}
 _AT_LEAST_ONE = {"magnitude_factor", "exploding_factor", "spike_factor", "diverging_factor",
                  "scale_factor"}
 

@@ -11,6 +11,7 @@ LOSS = states.LOSS.name
 LOOP = states.LOOP.name
 UPDATE = states.UPDATE.name
 OUTPUT = states.OUTPUT.name
+NORM = states.NORM.name
 
 WINDOW = 5            # steps: onsets of one story differ by the debounce and a few updates
 HORIZON = 4 * WINDOW  # no rule links a failure to one that ended longer ago than this
@@ -168,6 +169,24 @@ def loss_swings_again(a, b, ctx):
     return None
 
 
+def norm_drift_spreads(a, b, ctx):
+    """A BatchNorm whose batches drift from its running statistics (batches that are not
+    fair samples) normalises each batch differently: the other BatchNorm layers drift with it,
+    the layers after it see inputs that shift batch to batch (and die or saturate), the
+    gradients and the loss swing with them."""
+    if a.signal != NORM or a.state != "drift" or b.run != a.run or b.layer == INPUT_LAYER \
+            or not _active(a, b.onset):
+        return None
+    if b.signal == NORM and b.state == "drift":
+        return f"the same batches drift from the running statistics in {a.layer} since step {a.onset}"
+    if b.signal == ACT and b.pos <= a.pos:
+        return None
+    if b.signal in (ACT, GRAD, LOSS):
+        return (f"{a.layer} normalises each batch by statistics far from its running ones "
+                f"(drift since step {a.onset}): what follows it shifts batch to batch")
+    return None
+
+
 def shows_in_loss(a, b, ctx):
     """A layer that failed (dead, saturated, frozen, NaN, ...) shows in the loss: it stalls,
     rises or turns NaN while the failure lasts."""
@@ -181,4 +200,5 @@ def shows_in_loss(a, b, ctx):
 ECHOES = [nonfinite_spreads, dead_cuts_gradients, change_spreads_forward,
           bigger_activations_bigger_gradients, gradient_flows_backward, bad_update_corrupts_weights,
           same_failure_other_rank, worsens_in_place, relapses, loop_mistake_spreads,
-          output_mismatch_spreads, big_updates_throw_off, loss_swings_again, shows_in_loss]
+          output_mismatch_spreads, norm_drift_spreads, big_updates_throw_off, loss_swings_again,
+          shows_in_loss]

@@ -64,11 +64,12 @@ def episodes(run: Run, index: int, order: dict) -> list:
 
 def precedence(ep: Episode) -> tuple:
     """Earlier steps first; in a step, the output/loss pairing (a property of the script,
-    there before any pass), then forward (activations, input first), then backward
-    (gradients, from the loss back to the first layer); then by rank."""
-    act = ep.signal == ACT
+    there before any pass), then forward (activations and normalisation statistics, input
+    first), then backward (gradients, from the loss back to the first layer); then by rank."""
+    act = ep.signal in _FORWARD
     phase = 0 if ep.signal == _OUTPUT else 1 if act else 2
     return ep.onset, phase, ep.pos if act else -ep.pos, ep.rank, ep.run
 
 
 _OUTPUT = states.OUTPUT.name
+_FORWARD = (ACT, states.NORM.name)    # seen in the forward pass

@@ -30,7 +30,7 @@ def describe(ep) -> str:
     if ep.layer == OUTPUT_LAYER:
         return f"the model's output {verb_of(ep)}"
     who = f"{ep.layer} ({ep.module_type})"
-    if ep.signal == states.UPDATE.name:
+    if ep.signal in (states.UPDATE.name, states.NORM.name):
         return f"{who} {verb_of(ep)}"
     if ep.signal != ACT:
         return f"the {ep.signal} of {who} {verb_of(ep)}"
@@ -83,6 +83,11 @@ _STATS = (  # (key, label): the numbers of a transition, in the words of the rep
     ("loss_start", lambda s: f"starting level {_num(s['loss_start'])}"),
     ("steps_without_reset", lambda s: f"{_num(s['steps_without_reset'])} steps without a gradient reset"),
     ("models", lambda s: f"in eval() mode: {_names(s['models'])}"),
+    ("drift", lambda s: f"batch mean {_num(s['drift'])} running std from the running mean"),
+    ("per_channel", lambda s: f"{_num(s['per_channel'])} values per channel (batch "
+                              f"{_num(s.get('batch'))})"),
+    ("gain_rms", lambda s: f"gain rms {_num(s['gain_rms'])}"),
+    ("gain_rms_start", lambda s: f"{_num(s['gain_rms_start'])} at first sight"),
 )
 
 

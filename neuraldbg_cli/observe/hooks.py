@@ -46,11 +46,13 @@ class Hooks(OptimizerHooks):
         self._roots = registry.roots
         self._register = registry.register
         self._input = registry.input
+        self._batchnorms = registry.batchnorms  # shared: changed in place only
         self._end_step = end_step           # callable(): ends the step, never raises
         self._fault = fault                 # callable(what, error, layer=None)
         self.active = False
         self.observing = True               # this step is observed (and monitoring is on)
         self.touched: list = []             # layers that produced numbers this step
+        self.normed: list = []              # layers with a norm reading this step (norms.py)
         self.grads: list = []               # per optimizer stepped: its GradBatch
         self.grads_off = False
         self.inputs_checked = False         # some layer's input was checked this step
@@ -105,6 +107,14 @@ class Hooks(OptimizerHooks):
             except Exception as e:  # noqa: BLE001 - a monitor fault must not end the run
                 self._fault(f"outermost call of {type(module).__name__} not observed", e)
         self._depth += 1
+        if self._batchnorms:        # (a model without BatchNorm pays one test of a dict)
+            rec = self._batchnorms.get(id(module))
+            if rec is not None and self.observing and module.training and _grad_enabled():
+                try:    # its running statistics before the call, to compare after it
+                    if rec.ref() is module:
+                        rec.norm.before(module)
+                except Exception as e:  # noqa: BLE001
+                    self.disable(module, rec, e)
 
     def _hook(self, module, args, kwargs, output=None):
         if output is None and type(kwargs) is not dict:
@@ -128,6 +138,9 @@ class Hooks(OptimizerHooks):
             rec = self._recs.get(id(module))
             if rec is None or rec.ref() is not module:  # new, or an id reused by a new module
                 rec = self._register(module)
+            norm = rec.norm
+            if norm is not None and eager and norm.after(module, args):
+                self.normed.append(rec)
             if not rec.reads:               # skipped, or nothing read from its outputs
                 return
             y = output if isinstance(output, _Tensor) else first_tensor(output)

@@ -6,6 +6,7 @@ import math
 
 from .detectors.base import Observation
 from .kinds import LOOP_KIND, LOSS_KIND, OUTPUT_KIND, SIGMOID, TANH, UNIT_KINDS
+from .norms import norm_facts, norm_tensors
 from .readout import Readout
 from .stats import collect, grad_values, layer_norm, unit_shares
 from .summaries import Summary, SummaryClock
@@ -30,10 +31,10 @@ class StepJudge:
         self.summaries = SummaryClock(thresholds.summary.every, thresholds.summary.points)
 
     def end_step(self, step: int, recs: list, grads: list, inputs_checked: bool,
-                 facts=None) -> None:
+                 facts=None, normed=()) -> None:
         """Reduce and read step `step`'s numbers (the layers `recs`, the GradBatches and
-        UpdateBatches `grads`, the step's own StepFacts); judge them now, or once read (see
-        readout)."""
+        UpdateBatches `grads`, the step's own StepFacts, the layers `normed` with a norm
+        reading); judge them now, or once read (see readout)."""
         if inputs_checked:
             # A layer right after an activation module reads that module's output: its input
             # check would only echo the activation's own verdict (compiled code cannot tell).
@@ -47,11 +48,14 @@ class StepJudge:
         tensors, plan = collect([r.acc for r in recs], self.tail, self.min_grads, raw, done,
                                 reset=True)
         extra = facts.tensors() if facts is not None else ()
+        norms, norm_jobs = norm_tensors(normed) if normed else ((), ())
+        if norms:
+            extra = [*extra, *norms]
         if extra:
             tensors = tensors + extra if tensors else extra
         if tensors:
             for values, job in self.readout.submit(tensors, (step, recs, grads, plan, facts,
-                                                             len(extra))):
+                                                             len(extra), norm_jobs)):
                 self._judge(values, *job)
 
     def drain(self) -> None:
@@ -60,10 +64,17 @@ class StepJudge:
             self._judge(values, *job)
 
     def _judge(self, values: list, step: int, recs: list, grads: list, plan, facts=None,
-               n_extra: int = 0) -> None:
+               n_extra: int = 0, norm_jobs=()) -> None:
         tail = []                           # the step's own values (StepFacts.tensors)
         if n_extra:
             tail, values = values[-n_extra:], values[:-n_extra]
+        if norm_jobs:                       # (the norm readings close the tail)
+            k = len(tail) - len(norm_jobs)
+            tail, read = tail[:k], tail[k:]
+            for job, value in zip(norm_jobs, read):
+                rec = job[0]
+                self._observe(rec, rec.on_norm, _of_step(rec.kind, None, norm_facts(job, value)),
+                              step)
         told = facts.values(tail) if facts is not None else None     # (loss, first_grad, call)
         loss = told[0] if told is not None else None
         keep = Summary(step) if self.summaries.due(step) else None
@@ -206,6 +217,7 @@ class StepJudge:
             rec.on_output = [w for w in rec.on_output if w.detector is not detector]
             rec.on_grad = [w for w in rec.on_grad if w.detector is not detector]
             rec.on_update = [w for w in rec.on_update if w.detector is not detector]
+            rec.on_norm = [w for w in rec.on_norm if w.detector is not detector]
         self.fault(f"{detector.signal.name} detector switched off", error)
 
     def write(self, rec, signal: str, t) -> None:

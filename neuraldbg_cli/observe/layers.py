@@ -8,12 +8,14 @@ from .accumulator import SQUASH, UNITS, Accumulator
 from .detectors.base import (
     GRAD_NORM,
     INPUT_ACTIVITY,
+    NORM_STATS,
     OUTPUT_REDUCTIONS,
     PARAM_UPDATE,
     UNIT_ACTIVITY,
     UNIT_SATURATION,
 )
 from .kinds import CHANNEL_FIRST, SQUASH_KINDS, TRANSPARENT, UNIT_KINDS
+from .norms import reading_for
 from .tracker import SignalTracker
 
 
@@ -24,6 +26,7 @@ class Skipped:
     skip = True
     leaf = False
     reads = False           # nothing read from its outputs
+    norm = None             # no normalisation reading
 
     def __init__(self, module):
         self.ref = weakref.ref(module)
@@ -42,7 +45,7 @@ class LayerRec:
 
     __slots__ = ("ref", "module_type", "kind", "leaf", "reads", "wants_input", "transparent",
                  "fallback_name", "acc", "is_output", "skip", "watching", "on_output", "on_grad",
-                 "on_update", "in_optimizer")
+                 "on_update", "on_norm", "norm", "in_optimizer")
 
     def __init__(self, module, kind: str, leaf: bool, watches: list, debounce: int,
                  growth: int = 1):
@@ -66,7 +69,10 @@ class LayerRec:
         self.watching = [Watch(d, d.history(), SignalTracker(debounce, d.signal.ok, growth))
                          for d, _ in watches]
         pairs = list(zip(self.watching, watches))
-        self.on_output = [w for w, (_, n) in pairs if GRAD_NORM not in n]
+        self.on_output = [w for w, (_, n) in pairs if GRAD_NORM not in n and NORM_STATS not in n]
         self.on_grad = [w for w, (_, n) in pairs if GRAD_NORM in n and PARAM_UPDATE not in n]
         self.on_update = [w for w, (_, n) in pairs if PARAM_UPDATE in n]
+        self.on_norm = [w for w, (_, n) in pairs if NORM_STATS in n]
+        # what the hooks read of a normalisation layer (observe/norms.py), or None
+        self.norm = reading_for(module) if self.on_norm else None
         self.in_optimizer = False       # some optimizer holds its parameters (updates.py)

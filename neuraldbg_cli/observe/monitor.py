@@ -118,6 +118,7 @@ class Monitor:
             self.end_step(complete)
         except Exception as e:  # noqa: BLE001
             self.hooks.take()
+            self.hooks.normed = []
             self.clock.advance(complete)
             self._switch_off(e)
 
@@ -126,7 +127,8 @@ class Monitor:
         clock.pending_end = False
         registry.scan_compiled_once()
         recs, grads, inputs_checked = self.hooks.take()
-        self.judge.end_step(clock.step, recs, grads, inputs_checked, self._facts(recs))
+        normed, self.hooks.normed = self.hooks.normed, []
+        self.judge.end_step(clock.step, recs, grads, inputs_checked, self._facts(recs), normed)
         observing = clock.advance(complete)
         if complete and clock.purge_due():
             registry.purge()

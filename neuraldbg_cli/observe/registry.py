@@ -33,6 +33,7 @@ class Registry:
         self.names: dict = {}               # id(module) -> (weakref, layer name)
         self.roots: dict = {}               # id(outermost module) -> weakref
         self.owners: dict = {}              # id(parameter) -> LayerRec
+        self.batchnorms: dict = {}          # id(module) -> LayerRec of a BatchNorm read
         self.model = model
         self.allowed = None if model is None else {id(m) for m in model.modules()}
         self.input = self._pseudo(INPUT_KIND, INPUT_LAYER, True)
@@ -75,6 +76,8 @@ class Registry:
             return self.skip(module)
         rec = LayerRec(module, kind, leaf, watches, self.debounce, self.growth)
         self.recs[id(module)] = rec
+        if rec.norm is not None and rec.norm.batchnorm:
+            self.batchnorms[id(module)] = rec       # (its running statistics: before each call)
         if self.name(module) is None:
             self.unnamed_seen = True
         if rec.on_grad or rec.on_update:
@@ -85,6 +88,7 @@ class Registry:
         return rec
 
     def skip(self, module):
+        self.batchnorms.pop(id(module), None)
         entry = self.recs[id(module)] = Skipped(module)
         return entry
 
@@ -96,6 +100,7 @@ class Registry:
     def purge(self) -> None:
         """Forget modules that were garbage-collected (e.g. created anew in each forward)."""
         for table, gone in ((self.recs, lambda r: r.ref() is None),
+                            (self.batchnorms, lambda r: r.ref() is None),
                             (self.roots, lambda r: r() is None),
                             (self.names, lambda e: e[0]() is None),
                             (self.owners, lambda r: r.ref() is None)):

@@ -24,6 +24,7 @@ GRAD_NORM = "grad_norm"              # grad_norm, model_max_grad_norm: at the op
 PARAM_UPDATE = "param_update"        # update_ratio, facts: at the optimizer step (with GRAD_NORM)
 LOSS = "loss"                        # loss, facts: of the pseudo-layer (loss), at the step end
 LOOP = "loop"                        # facts: of the pseudo-layer (loop), at the step end
+NORM_STATS = "norm_stats"            # facts: BatchNorm drift or a norm gain (norms.py), step end
 OUTPUT_REDUCTIONS = frozenset((OUTPUT_NORM, UNIT_ACTIVITY, UNIT_SATURATION, INPUT_ACTIVITY))
 NOTHING = frozenset()
 
@@ -31,7 +32,8 @@ NOTHING = frozenset()
 class Observation(NamedTuple):
     """One layer's plain numbers at one step, None where not measured. A detector that
     needs GRAD_NORM is judged at the optimizer step, on the gradient fields (and the update's,
-    with PARAM_UPDATE); LOSS and LOOP are asked of the pseudo-layers (loss) and (loop) (module
+    with PARAM_UPDATE); NORM_STATS on the facts of observe/norms.py, at the step end; LOSS
+    and LOOP are asked of the pseudo-layers (loss) and (loop) (module
     None, kinds LOSS_KIND and LOOP_KIND), judged at the step end; any other on the output
     fields, at the step end."""
     kind: str                                   # activation kind (observe.kinds)

@@ -1,0 +1,84 @@
+"""Cause rule for normalisation health: BatchNorm statistics that drift from the running ones
+because the batches are not fair samples of the data (not shuffled, sorted by class, or too
+small)."""
+from __future__ import annotations
+
+import math
+
+from .. import states
+from ..thresholds import NormThresholds
+from .finding import Finding
+from .runs import is_number
+
+NORM = states.NORM.name
+FAIR_SPREAD = math.sqrt(2 / math.pi)    # mean |z| of a batch mean of n fair samples: this / sqrt(n)
+
+_FIX_SHUFFLE = ("Shuffle the training data (DataLoader(shuffle=True), or a sampler that mixes "
+                "the classes in every batch) so that each batch is a fair sample of the data; "
+                "check the accuracy in eval() mode after the fix.")
+_FIX_TINY = ("Use larger batches (accumulate gradients for the step size, not for BatchNorm), "
+             "or replace BatchNorm with GroupNorm or LayerNorm, which need no batch statistics.")
+
+
+def batch_statistics(ep, ctx):
+    """BatchNorm drift in the model's first BatchNorm layer (usually with others at once): the
+    batches already differ from each other before the model has transformed them, so the
+    data loading, not the model, is to blame. (A gain collapse has no rule of its own: its
+    state's fix, weight decay off the gains, is what explain gives.)"""
+    if ep.signal != NORM:
+        return None
+    s = ep.stats
+    if ep.state != "drift":
+        return None
+    batchnorms = [l["name"] for l in ctx.model_of(ep.layer) if "BatchNorm" in str(l.get("type", ""))]
+    drifting = list(dict.fromkeys(
+        st.layer for st in ctx.stretches(ep.run, NORM, "drift", ep.onset + _window(ctx, ep.run))
+        if st.end is None or st.end >= ep.onset))
+    if not batchnorms and "BatchNorm" in ep.module_type:
+        batchnorms = [ep.layer]         # (a trace without its model event)
+    if not batchnorms or batchnorms[0] not in drifting:
+        return None         # (only deeper layers: the model moved, not the data)
+    first = batchnorms[0]
+    n, batch = s.get("per_channel"), s.get("batch")
+    evidence = [f"at step {ep.onset} each batch's mean in {ep.layer} lay {_num(s.get('drift'))} "
+                f"running standard deviations from BatchNorm's running mean (median "
+                f"{_num(s.get('drift_median'))} over the last steps), averaged over channels"
+                + (f"; fair samples of {n} values per channel give about "
+                   f"{FAIR_SPREAD / math.sqrt(n):.2g}" if is_number(n) and n > 0 else "")]
+    tiny = is_number(n) and n < _tiny(ctx, ep.run)
+    if len(batchnorms) > 1 and not tiny:
+        others = [l for l in drifting if l in batchnorms]
+        which = (f"only {first}, the first after the input, drifts" if others == [first] else
+                 f"{len(others)} drift ({', '.join(others[:6])}), the first after the input "
+                 f"({first}) among them")
+        evidence.append(f"of the model's {len(batchnorms)} BatchNorm layers {which}: the batches "
+                        "differ before the model transforms them")
+    evidence.append("BatchNorm evaluates with its running statistics, which follow these batches "
+                    "in turn: accuracy in eval() mode suffers even where the training loss looks fine")
+    if tiny:
+        evidence.insert(1, f"each channel's batch statistics rest on only {n} values (batches of "
+                        f"{batch}): too few to estimate them")
+        return Finding("input_data", 0.85, f"batches of {batch} are too small for BatchNorm's "
+                       "batch statistics", tuple(evidence), _FIX_TINY)
+    return Finding("input_data", 0.9, "each batch's statistics lie far from BatchNorm's running "
+                   "statistics, so the batches are not fair samples of the data (not shuffled, or "
+                   "ordered by class)", tuple(evidence), _FIX_SHUFFLE)
+
+
+def _thresholds(ctx, run: int) -> dict:
+    norm = ctx.runs[run].thresholds.get("norm")
+    return norm if isinstance(norm, dict) else {}
+
+
+def _window(ctx, run: int) -> int:
+    v = _thresholds(ctx, run).get("window")
+    return v if isinstance(v, int) and v > 0 else NormThresholds.window
+
+
+def _tiny(ctx, run: int) -> float:
+    v = _thresholds(ctx, run).get("tiny_batch")
+    return v if is_number(v) else NormThresholds.tiny_batch
+
+
+def _num(v) -> str:
+    return f"{v:.3g}" if is_number(v) else "?"

@@ -1,0 +1,84 @@
+"""Normalisation health: BatchNorm's batch statistics drifting from its running statistics
+(the train/eval mismatch of batches that are not fair samples of the data), and a
+LayerNorm/GroupNorm/RMSNorm gain collapsing toward zero.
+
+facts (from the step end, observe/norms.py): BatchNorm: "drift" (the batch mean's distance
+from the running mean, in running standard deviations, averaged over channels and over the
+step's calls), "per_channel" (values behind each channel's batch statistics), "batch",
+"momentum", "calls"; gains: "gain_rms"."""
+from __future__ import annotations
+
+import math
+from collections import deque
+
+from ... import states
+from ..norms import reading_for
+from . import register
+from .base import NORM_STATS, NOTHING, Detector, Observation
+
+_NEEDS = frozenset((NORM_STATS,))
+_REFERENCE_MOMENTUM = 0.1       # the warm-up in thresholds.yaml is given for this momentum
+
+
+class NormHistory:
+    __slots__ = ("steps", "drifts", "gain_start")
+
+    def __init__(self, window: int):
+        self.steps = 0                      # steps judged
+        self.drifts = deque(maxlen=window)  # the last drifts (window - 1 of them are used)
+        self.gain_start = None              # the gain's rms at first sight
+
+
+class NormDetector(Detector):
+    """Every BatchNorm that tracks running statistics, every LayerNorm/GroupNorm/RMSNorm with
+    a gain; only eager calls with gradients in training mode are read."""
+
+    signal = states.NORM
+
+    def needs(self, module, kind: str, leaf: bool) -> frozenset:
+        return _NEEDS if module is not None and reading_for(module) is not None else NOTHING
+
+    def history(self) -> NormHistory:
+        return NormHistory(self.th.norm.window)
+
+    def judge(self, x: Observation, h: NormHistory) -> tuple:
+        th, f = self.th.norm, x.facts
+        gain = f.get("gain_rms")
+        if gain is not None:
+            start = h.gain_start
+            if start is not None and start > 0 and math.isfinite(gain) \
+                    and gain < th.collapse_ratio * start:
+                return "collapsed", {"gain_rms_start": start, "gain_ratio": gain / start}
+            return "normal", {}
+        drift = f["drift"]
+        m = f.get("momentum")
+        # Running statistics start at 0 and 1: judged once they have followed the batches
+        # for ~2 / momentum steps (a cumulative average, momentum None, follows at once).
+        warmup = th.warmup if m is None else math.ceil(th.warmup * _REFERENCE_MOMENTUM / m)
+        if not math.isfinite(drift) or h.steps < warmup:
+            return "normal", {}
+        # the median of the last `window` steps: one odd batch, or one jump of the weights
+        # that the running statistics follow a few steps later, is not a drift
+        recent = sorted([*list(h.drifts)[-(th.window - 1):], drift]) if th.window > 1 else [drift]
+        typical = recent[len(recent) // 2]
+        if typical >= th.drift:
+            return "drift", {"drift_median": typical}
+        return "normal", {}
+
+    def remember(self, x: Observation, h: NormHistory) -> None:
+        f = x.facts
+        h.steps += 1
+        gain = f.get("gain_rms")
+        if gain is not None:
+            if h.gain_start is None and math.isfinite(gain):
+                h.gain_start = gain
+        elif math.isfinite(f["drift"]):
+            h.drifts.append(f["drift"])
+
+    def evidence(self, x: Observation, extra: dict) -> dict:
+        f = x.facts
+        keep = ("gain_rms",) if "gain_rms" in f else ("drift", "per_channel", "batch", "momentum")
+        return {**{k: f[k] for k in keep if f.get(k) is not None}, **extra}
+
+
+register(NormDetector)
