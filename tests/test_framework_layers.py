@@ -3,6 +3,7 @@ GPT-2's Conv1D (known by class name; the core never imports transformers), and a
 called with keyword arguments only, as the Trainer calls it (`model(**batch)`)."""
 import math
 
+import pytest
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -120,3 +121,43 @@ def test_a_dropout_does_not_echo_the_shift_of_the_layer_before_it(tmp_path, hook
     shifted = {t["layer"] for t in dbg.transitions if t["to"] == "anomalous"}
     assert "0" in shifted and "1" not in shifted, dbg.transitions
     assert not [t for t in dbg.transitions if t["layer"] == "1"]
+
+
+class CheckpointedLM(nn.Module):
+    """Token ids in, blocks under torch.utils.checkpoint (as gradient_checkpointing=True in
+    transformers): the blocks run again during backward."""
+
+    def __init__(self, reentrant: bool):
+        super().__init__()
+        self.reentrant = reentrant
+        self.emb = nn.Embedding(50, 16)
+        self.blocks = nn.ModuleList(nn.Sequential(nn.Linear(16, 32), GELUActivation(),
+                                                  nn.Linear(32, 16)) for _ in range(2))
+        self.head = nn.Linear(16, 4)
+
+    def forward(self, ids):
+        from torch.utils.checkpoint import checkpoint
+
+        h = self.emb(ids)
+        for block in self.blocks:
+            h = h + checkpoint(block, h, use_reentrant=self.reentrant)
+        return self.head(h.mean(1))
+
+
+@pytest.mark.parametrize("reentrant", [False, True])
+def test_gradient_checkpointing_recomputation_is_not_a_model_call(tmp_path, hooks_clean,
+                                                                  reentrant):
+    """A block recomputed in backward is not an outermost call: the (input) of a model fed
+    token ids stays unobserved (it had the blocks' hidden states), no block becomes a model
+    of its own, and its layers keep their names."""
+    import json
+
+    torch.manual_seed(0)
+    ids = torch.randint(0, 50, (32, 8))
+    dbg = run(tmp_path, CheckpointedLM(reentrant), steps=8, x=ids)
+    assert not dbg.failures(), dbg.failures()
+    events = [json.loads(line) for line in open(tmp_path / "t.jsonl")]
+    assert not [e for e in events if e.get("layer") == "(input)"]
+    assert len([e for e in events if e["event"] == "model"]) == 1
+    layers = {e["layer"] for e in events if e["event"] == "summary"}
+    assert {"emb", "blocks.0.0", "blocks.1.2", "head"} <= layers

@@ -27,6 +27,7 @@ from .optimizer_hooks import OptimizerHooks
 # Bound once: the hooks run for every module call (dynamo knows these functions by identity).
 _is_compiling = torch.compiler.is_compiling
 _grad_enabled = torch.is_grad_enabled
+_graph_task = getattr(torch._C, "_current_graph_task_id", lambda: -1)  # -1: not in backward
 _Tensor = torch.Tensor
 _Loss = nn.modules.loss._Loss
 _NO_KWARGS: dict = {}
@@ -197,6 +198,10 @@ class Hooks(OptimizerHooks):
             if not self.active:
                 return
         if isinstance(module, _Loss) or not torch.is_grad_enabled():
+            return
+        if _graph_task() != -1:
+            # Called during backward: gradient checkpointing running a block again. Not a
+            # model call: its input is a hidden state, and the block already has its name.
             return
         if not module.training:
             self.eval_roots[id(module)] = weakref.ref(module)
