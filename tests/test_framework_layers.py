@@ -161,3 +161,93 @@ def test_gradient_checkpointing_recomputation_is_not_a_model_call(tmp_path, hook
     assert len([e for e in events if e["event"] == "model"]) == 1
     layers = {e["layer"] for e in events if e["event"] == "summary"}
     assert {"emb", "blocks.0.0", "blocks.1.2", "head"} <= layers
+
+
+class BasicBlock(nn.Module):
+    """As torchvision.models.resnet.BasicBlock: one `self.relu` called twice."""
+
+    def __init__(self, c):
+        super().__init__()
+        self.conv1 = nn.Conv2d(c, c, 3, padding=1, bias=False)
+        self.bn1 = nn.BatchNorm2d(c)
+        self.relu = nn.ReLU(inplace=True)
+        self.conv2 = nn.Conv2d(c, c, 3, padding=1, bias=False)
+        self.bn2 = nn.BatchNorm2d(c)
+
+    def forward(self, x):
+        out = self.relu(self.bn1(self.conv1(x)))
+        out = self.bn2(self.conv2(out))
+        return self.relu(out + x)
+
+
+def resnet():
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU(),
+                         BasicBlock(8), BasicBlock(8), nn.AdaptiveAvgPool2d(1), nn.Flatten(),
+                         nn.Linear(8, 4))
+
+
+def train_images(tmp_path, model, steps=8, micro=1):
+    torch.manual_seed(0)
+    x, y = torch.randn(16, 3, 8, 8), torch.randint(0, 4, (16,))
+    opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+    with NeuralDbg(trace=str(tmp_path / "t.jsonl"), fail_on="dead") as dbg:
+        for _ in range(steps):
+            opt.zero_grad()
+            for part in range(micro):
+                rows = slice(part * 16 // micro, (part + 1) * 16 // micro)
+                F.cross_entropy(model(x[rows]), y[rows]).backward()
+            opt.step()
+    return dbg
+
+
+def summarised(tmp_path) -> set:
+    import json
+
+    return {e["layer"] for e in map(json.loads, open(tmp_path / "t.jsonl"))
+            if e["event"] == "summary"}
+
+
+def test_a_shared_relu_dead_at_its_first_call_is_found(tmp_path, hooks_clean):
+    """torchvision's BasicBlock: its relu after bn1 outputs zero everywhere (a bias at -10),
+    the same module after the skip is alive. Merged, the two calls read as 0% dead."""
+    model = resnet()
+    with torch.no_grad():
+        model[3].bn1.bias.fill_(-10.0)
+    dbg = train_images(tmp_path, model)
+    dead = {(t["layer"], t["step"]) for t in dbg.failures(["dead"])}
+    assert ("3.relu", 0) in dead, dbg.failures()
+    assert not {layer for layer, _ in dead} - {"3.relu"}
+    assert dbg.failed                                        # --fail-on dead fails the run
+    assert "3.relu#2" in summarised(tmp_path)                # the second call, on its own
+
+
+def test_a_healthy_resnet_has_two_sites_per_block_relu_and_no_failure(tmp_path, hooks_clean):
+    dbg = train_images(tmp_path, resnet(), micro=2)          # two micro-batches a step
+    assert not dbg.failures(), dbg.failures()
+    layers = summarised(tmp_path)
+    assert {"3.relu", "3.relu#2", "4.relu", "4.relu#2", "2"} <= layers
+    assert not [l for l in layers if l.endswith("#3")]       # micro-batches merge per site
+
+
+def test_an_activation_shared_by_a_loop_of_layers_is_a_layer_per_call(tmp_path, hooks_clean):
+    class Deep(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.layers = nn.ModuleList(nn.Linear(16, 16) for _ in range(3))
+            self.act = nn.ReLU()
+            self.head = nn.Linear(16, 4)
+
+        def forward(self, x):
+            for layer in self.layers:
+                x = self.act(layer(x))
+            return self.head(x)
+
+    torch.manual_seed(0)
+    model = Deep()
+    with torch.no_grad():
+        model.layers[1].bias.fill_(-20.0)       # the second layer's units all below zero
+    dbg = run(tmp_path, model, steps=6)
+    dead = {t["layer"] for t in dbg.failures(["dead"])}
+    assert "act#2" in dead and "act" not in dead, dbg.failures()
+    assert {"act", "act#2", "act#3"} <= summarised(tmp_path)

@@ -31,12 +31,18 @@ class Episode:
 
 
 def layer_order(runs: list) -> dict:
-    """Forward position of each layer: the input first, then the model events' order; layers
-    known only from transitions come last."""
+    """Forward position of each layer: the input first, then the model events' order (a
+    module's later call sites, NAME#k, just after it); layers known only from transitions
+    come last."""
     order = {INPUT_LAYER: -1}
-    for name in [l["name"] for r in runs for l in r.layers] + \
-            [layer for r in runs for layer, _ in r.tracks]:
+    for name in [l["name"] for r in runs for l in r.layers]:
         order.setdefault(name, len(order) - 1)
+    for name in [layer for r in runs for layer, _ in r.tracks]:
+        if name not in order:
+            # NAME#k, the k-th call of an activation module in a forward: just after NAME
+            base, _, k = name.rpartition("#")
+            order[name] = order[base] + min(int(k), 999) / 1000 if k.isdigit() and base in order \
+                else len(order) - 1
     return order
 
 

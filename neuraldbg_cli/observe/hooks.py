@@ -22,6 +22,7 @@ from torch.optim.optimizer import (
 
 from . import naming
 from .accumulator import first_tensor
+from .layers import MAX_SITES
 from .optimizer_hooks import OptimizerHooks
 
 # Bound once: the hooks run for every module call (dynamo knows these functions by identity).
@@ -63,6 +64,7 @@ class Hooks(OptimizerHooks):
         self.updates = None                 # UpdateSampler, or None: updates not measured
         self.backward = None                # Backward (the loss and the resets), or None
         self._depth = 0
+        self._forwards = 0                  # outermost forwards so far (call sites, layers.py)
         self._last_leaf = None              # eager only: (rec, output) of the last leaf call
         self._input_in_kwargs = False       # the outermost call had no positional tensor
         self._installed = None
@@ -133,8 +135,9 @@ class Hooks(OptimizerHooks):
                     root = self._roots.get(id(module))
                     if root is not None and root() is module:
                         self._outermost_return(module, output, kwargs)
-            # (eval-mode modules too: a model left in eval() while training is a finding)
-            if not self.observing or not _grad_enabled():
+            # (eval-mode modules too: a model left in eval() while training is a finding; not
+            # the calls of a backward pass: gradient checkpointing recomputes what was seen)
+            if not self.observing or not _grad_enabled() or _graph_task() != -1:
                 return
             rec = self._recs.get(id(module))
             if rec is None or rec.ref() is not module:  # new, or an id reused by a new module
@@ -144,6 +147,12 @@ class Hooks(OptimizerHooks):
                 self.normed.append(rec)
             if not rec.reads:               # skipped, or nothing read from its outputs
                 return
+            if rec.sites is not None:       # an activation: which of its call sites is this?
+                forward = self._forwards
+                if rec.seen_in == forward:
+                    rec = self._site(rec, forward)
+                else:
+                    rec.seen_in = forward
             y = output if isinstance(output, _Tensor) else first_tensor(output)
             acc = rec.acc
             first = not acc.numel                       # the layer's first call this step
@@ -170,6 +179,17 @@ class Hooks(OptimizerHooks):
                 self._fault(f"monitoring of a {type(module).__name__} switched off", e)
             else:
                 self.disable(module, rec, e)
+
+    def _site(self, rec, forward: int):
+        """The record of this call's site: the first of `rec`'s not yet called in this
+        forward (the last one once MAX_SITES are made)."""
+        k = 1
+        while True:
+            site = self.registry.site(rec, k)
+            if site.seen_in != forward or k == MAX_SITES:
+                site.seen_in = forward
+                return site
+            k += 1
 
     # ---- once per forward, once per optimizer step --------------------------------------
     def _outermost_return(self, module, output, kwargs) -> None:
@@ -203,6 +223,7 @@ class Hooks(OptimizerHooks):
             # Called during backward: gradient checkpointing running a block again. Not a
             # model call: its input is a hidden state, and the block already has its name.
             return
+        self._forwards += 1                 # (a new forward: call sites count from the first)
         if not module.training:
             self.eval_roots[id(module)] = weakref.ref(module)
         elif self.eval_roots:

@@ -18,6 +18,9 @@ from .kinds import CHANNEL_FIRST, SQUASH_KINDS, TRANSPARENT, UNIT_KINDS
 from .norms import reading_for
 from .tracker import SignalTracker
 
+SITE_KINDS = (*UNIT_KINDS, *SQUASH_KINDS)
+MAX_SITES = 16      # call sites per module; later calls of a forward share the last
+
 
 class Skipped:
     """Registry entry of a module that is not observed (a wrapper, a loss, a container)."""
@@ -45,7 +48,7 @@ class LayerRec:
 
     __slots__ = ("ref", "module_type", "kind", "leaf", "reads", "wants_input", "transparent",
                  "fallback_name", "acc", "is_output", "skip", "watching", "on_output", "on_grad",
-                 "on_update", "on_norm", "norm", "in_optimizer")
+                 "on_update", "on_norm", "norm", "in_optimizer", "site", "sites", "seen_in")
 
     def __init__(self, module, kind: str, leaf: bool, watches: list, debounce: int,
                  growth: int = 1):
@@ -76,3 +79,11 @@ class LayerRec:
         # what the hooks read of a normalisation layer (observe/norms.py), or None
         self.norm = reading_for(module) if self.on_norm else None
         self.in_optimizer = False       # some optimizer holds its parameters (updates.py)
+        # Call sites: one activation module called at several places of a forward (a
+        # BasicBlock's self.relu, an `act` shared by a loop of layers) is as many layers. Each
+        # call of a forward after the first goes to a record of its own, `sites[k - 1]`,
+        # named NAME#k+1; calls at the same place in later forwards (micro-batches) merge.
+        self.site = 0
+        self.sites = [] if kind in SITE_KINDS and leaf and module is not None \
+            and next(module.parameters(recurse=False), None) is None else None
+        self.seen_in = -1               # the forward (Hooks' count) of its last call

@@ -87,6 +87,17 @@ class Registry:
                     self.owners[id(p)] = rec
         return rec
 
+    def site(self, rec: LayerRec, k: int) -> LayerRec:
+        """The record of `rec`'s k-th call site in a forward (k >= 1), made at its first call."""
+        sites = rec.sites
+        if k > len(sites):
+            module = rec.ref()
+            extra = LayerRec(module, rec.kind, rec.leaf, self._watches(module, rec.kind, rec.leaf),
+                             self.debounce, self.growth)
+            extra.site, extra.sites = k, None
+            sites.append(extra)
+        return sites[k - 1]
+
     def skip(self, module):
         self.batchnorms.pop(id(module), None)
         entry = self.recs[id(module)] = Skipped(module)
@@ -95,6 +106,7 @@ class Registry:
     def layers(self) -> list:
         """The pseudo-layers' records and every layer's, each once."""
         recs = [r for r in self.recs.values() if not r.skip]
+        recs += [site for r in recs if r.sites for site in r.sites]
         return [self.input, *dict.fromkeys(recs), self.loss, self.loop, self.output]
 
     def purge(self) -> None:
@@ -169,7 +181,7 @@ class Registry:
         module = rec.ref() if rec.ref is not None else None
         name = self.name(module) if module is not None else None
         if name is not None:
-            return name
+            return f"{name}#{rec.site + 1}" if rec.site else name
         if rec.fallback_name is None:
             self._unnamed += 1
             rec.fallback_name = f"{rec.module_type}#{self._unnamed}"
