@@ -125,11 +125,13 @@ class Hooks(OptimizerHooks):
             kwargs, output = _NO_KWARGS, kwargs
         eager = not _is_compiling()
         rec = None
+        inside = False          # called inside an outermost call seen by the pre-hook
         try:    # a monitor fault must not end the user's run (try costs nothing until raised)
             if eager:
                 depth = self._depth
                 if depth > 1:
                     self._depth = depth - 1
+                    inside = True
                 else:
                     self._depth = 0
                     root = self._roots.get(id(module))
@@ -147,7 +149,8 @@ class Hooks(OptimizerHooks):
                 self.normed.append(rec)
             if not rec.reads:               # skipped, or nothing read from its outputs
                 return
-            if rec.sites is not None:       # an activation: which of its call sites is this?
+            if rec.sites is not None and inside:    # an activation: at which of its places?
+                # (not in compiled code, which may show no outermost call to count forwards by)
                 forward = self._forwards
                 if rec.seen_in == forward:
                     rec = self._site(rec, forward)
