@@ -121,9 +121,11 @@ class NormThresholds:
 class SummaryThresholds:
     """Curves, not verdicts: a `summary` event per layer with the numbers its detectors judged,
     at one step in `every` for the first `points` summaries, then at half that rate each time
-    the run doubles in length (so a run's trace grows with the log of its length)."""
+    the run doubles in length (so a run's trace grows with the log of its length); the loss,
+    one number a step, at one step in `loss_every` on the same plan."""
     every: int = 10
     points: int = 100
+    loss_every: int = 1
 
 
 @dataclass(frozen=True)

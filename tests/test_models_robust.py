@@ -575,10 +575,12 @@ def test_long_run_trace_and_memory_stay_flat(tmp_path):
     events = trace_events(trace)
     assert lines[3000] == lines[500], lines          # no event per step
     # but curves: a summary per layer at every 10th step for 1000 steps, then every 20th,
-    # then every 40th (6 layers: (input), 3 layers, (loss)... as watched)
+    # then every 40th; the loss at every step for 100 steps, then every 2nd, 4th, ... 32nd
     summaries = collections.Counter(e["layer"] for e in events if e["event"] == "summary")
+    loss = summaries.pop("(loss)")
     assert set(summaries.values()) == {100 + 50 + 25}, summaries
-    assert len(events) - summaries.total() < 40, collections.Counter(e["event"] for e in events)
+    assert loss == 100 + 50 * 4 + 1400 // 32 + 1, loss
+    assert len(events) - summaries.total() - loss < 40, collections.Counter(e["event"] for e in events)
     assert rss[3000] <= rss[500] * 1.05, rss
     assert failures(dbg) == []
 

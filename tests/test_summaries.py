@@ -63,9 +63,11 @@ def test_summaries_hold_each_signals_numbers_around_the_transition(dying):
     # the update ratio jumps with the learning rate raised at step 40
     updates = curve(events, "2", "update_ratio")
     assert updates[30] < 0.05 < updates[40]
-    # the loss, on its pseudo-layer
+    # the loss, on its pseudo-layer: at every step of the first 100 (one number, not one a
+    # layer), so its spike at step 41 shows
     loss = curve(events, "(loss)", "loss")
-    assert len(loss) == 8 and all(v > 0 for v in loss.values())
+    assert sorted(loss) == list(range(80)) and all(v > 0 for v in loss.values())
+    assert loss[41] > 3 * loss[38]
 
 
 @pytest.mark.e2e
@@ -80,10 +82,12 @@ def test_summaries_change_nothing_explain_says(dying, tmp_path):
 
 @pytest.mark.e2e
 def test_the_cadence_is_a_threshold(tmp_path):
-    (tmp_path / "mine.yaml").write_text("summary:\n  every: 4\n  points: 5\n")
+    (tmp_path / "mine.yaml").write_text("summary:\n  every: 4\n  points: 5\n  loss_every: 2\n")
     proc, events = run_neuraldbg(tmp_path, SAMPLES / "healthy.py",
                                  options=["--thresholds", str(tmp_path / "mine.yaml")])
     assert proc.returncode == 0, proc.stderr
-    steps = sorted(curve(events, "(loss)", "loss"))
+    steps = sorted(curve(events, "(input)", "rms"))
     # every 4 steps up to 4 x 5, then every 8 up to 8 x 5, then every 16
     assert steps[:11] == [0, 4, 8, 12, 16, 20, 24, 32, 40, 48, 64]
+    loss = sorted(curve(events, "(loss)", "loss"))
+    assert loss[:8] == [0, 2, 4, 6, 8, 10, 12, 16]

@@ -29,6 +29,8 @@ class StepJudge:
         self.fault = fault                  # callable(what, error)
         self.readout = readout or Readout()
         self.summaries = SummaryClock(thresholds.summary.every, thresholds.summary.points)
+        self.loss_summaries = SummaryClock(thresholds.summary.loss_every,
+                                           thresholds.summary.points)
 
     def end_step(self, step: int, recs: list, grads: list, inputs_checked: bool,
                  facts=None, normed=()) -> None:
@@ -101,9 +103,11 @@ class StepJudge:
             del values[:k]
         if facts is not None:
             self._judge_step(facts, told, step)
+        if loss is not None and self.loss_summaries.due(step):
+            if keep is None:
+                keep = Summary(step)
+            keep.add(self.registry.loss, "loss", loss)
         if keep is not None:
-            if loss is not None:
-                keep.add(self.registry.loss, "loss", loss)
             for event in keep.events(self.registry.name_of):
                 self.emit(event)
 

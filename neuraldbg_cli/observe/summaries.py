@@ -3,7 +3,8 @@
 Transitions say when a state changed; a picture of the run also needs how the numbers moved
 before and after. A `summary` event per layer is written at one step in `every` for the first
 `points` summaries, then half as often each time the run doubles in length: a 1k-step run gets
-100 points per layer, a 100k-step run about 430, a 1M-step run about 600."""
+100 points per layer, a 100k-step run about 430, a 1M-step run about 600. The loss, one number
+a step, follows the same plan from one step in `loss_every` (1: every step of the first 100)."""
 from __future__ import annotations
 
 import math
