@@ -156,7 +156,22 @@ NORM = Signal("norm", "normal", (
           "with weight_decay=0) and lower the learning rate."),
 ))
 
-SIGNALS: dict = {s.name: s for s in (ACTIVATION, GRADIENT, UPDATE, LOSS, LOOP, OUTPUT, NORM)}
+# Residual health: a block's branch against its skip, the stream along the depth. Letters,
+# colours and severities are those of the same names above (one name, one cell and weight).
+RESIDUAL = Signal("residual", "normal", (
+    _ok("normal"),
+    State("exploding", True, 0.95, "E", "bold yellow", "grew the residual stream block after "
+          "block", "Scale each residual branch down at init (zero-init its last layer, or "
+          "multiply it by 1/sqrt(number of blocks)) or put a normalisation in each branch "
+          "(pre-norm: x + f(norm(x))).", prominence=0.99),
+    State("collapsed", True, 0.8, "K", "bold cyan", "stopped contributing (its branch adds "
+          "nothing to the skip)", "Check that the branch's layers are in the optimizer and "
+          "learn (requires_grad, a learning rate above 0), and that the branch is not scaled "
+          "to zero or dead inside (all-zero ReLUs)."),
+), short="res")
+
+SIGNALS: dict = {s.name: s for s in (ACTIVATION, GRADIENT, UPDATE, LOSS, LOOP, OUTPUT, NORM,
+                                     RESIDUAL)}
 
 
 def register(signal: Signal) -> Signal:

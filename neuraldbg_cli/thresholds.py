@@ -62,6 +62,7 @@ class GradientThresholds:
     vanishing_norm: float = 1e-12
     exploding_norm: float = 1e3
     exploding_factor: float = 100.0
+    exploding_share: float = 0.05
 
 
 @dataclass(frozen=True)
@@ -118,6 +119,23 @@ class NormThresholds:
 
 
 @dataclass(frozen=True)
+class ResidualThresholds:
+    """Residual blocks (out = in + branch). EXPLODING: a run of at least `blocks` consecutive
+    blocks, each fed by the one before, each growing the stream's rms at least `growth`
+    times, over which the branches' own rms grows at least `branch_growth` times a block
+    (each branch scales with its input, so the stream multiplies; a normalised branch adds a
+    like amount whatever the stream's scale). COLLAPSED: the branch's ||out - in|| / ||in||
+    below `collapse_ratio` over each of the last `window` steps, after `warmup` steps (a
+    zero-initialised branch starts at exactly 0 and grows)."""
+    growth: float = 1.25
+    branch_growth: float = 1.4
+    blocks: int = 4
+    collapse_ratio: float = 1e-4
+    warmup: int = 200
+    window: int = 20
+
+
+@dataclass(frozen=True)
 class SummaryThresholds:
     """Curves, not verdicts: a `summary` event per layer with the numbers its detectors judged,
     at one step in `every` for the first `points` summaries, then at half that rate each time
@@ -149,6 +167,7 @@ class Thresholds:
     loop: LoopThresholds = field(default_factory=LoopThresholds)
     output: OutputThresholds = field(default_factory=OutputThresholds)
     norm: NormThresholds = field(default_factory=NormThresholds)
+    residual: ResidualThresholds = field(default_factory=ResidualThresholds)
     init: InitThresholds = field(default_factory=InitThresholds)
     summary: SummaryThresholds = field(default_factory=SummaryThresholds)
     debounce_steps: int = 2
@@ -163,9 +182,9 @@ class Thresholds:
 
 # Valid ranges, by dotted key; a key absent here accepts any positive number.
 _RATIOS = {"dead_ratio", "saturated_ratio", "min_grad", "sparsity_jump", "vanishing_ratio",
-           "stall_fraction", "collapse_ratio"}
+           "stall_fraction", "collapse_ratio", "exploding_share"}
 _AT_LEAST_ONE = {"magnitude_factor", "exploding_factor", "spike_factor", "diverging_factor",
-                 "scale_factor"}
+                 "scale_factor", "growth", "branch_growth"}
 
 
 def parse_states(text: str, *, what: str = "--fail-on") -> tuple[str, ...]:

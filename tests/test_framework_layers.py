@@ -8,6 +8,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from conftest import trace_events
 from neuraldbg_cli import NeuralDbg
 
 
@@ -251,3 +252,77 @@ def test_an_activation_shared_by_a_loop_of_layers_is_a_layer_per_call(tmp_path, 
     dead = {t["layer"] for t in dbg.failures(["dead"])}
     assert "act#2" in dead and "act" not in dead, dbg.failures()
     assert {"act", "act#2", "act#3"} <= summarised(tmp_path)
+
+
+def test_submodules_called_on_their_own_are_named_in_their_model(tmp_path, hooks_clean):
+    """A LightningModule's training_step calls self.generator and self.discriminator, never
+    the module that holds them: the layers are still named in it, as Lightning names them
+    (they were '0, 1, 2' and 'Sequential.0, ...')."""
+    class GAN(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.generator = nn.Sequential(nn.Linear(16, 16), nn.ReLU(), nn.Linear(16, 16))
+            self.discriminator = nn.Sequential(nn.Linear(16, 8), nn.ReLU(), nn.Linear(8, 1))
+
+    with NeuralDbg(trace=str(tmp_path / "t.jsonl")):
+        torch.manual_seed(0)
+        gan = GAN()                 # built while observed, as under `neuraldbg run`
+        opt = torch.optim.Adam(gan.parameters(), lr=1e-3)
+        for _ in range(4):
+            loss = gan.discriminator(gan.generator(torch.randn(8, 16))).pow(2).mean()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+    models = [e for e in trace_events(tmp_path / "t.jsonl") if e["event"] == "model"]
+    assert [m["root"] for m in models] == ["GAN"]
+    assert [l["name"] for l in models[0]["layers"]] == [
+        "generator.0", "generator.1", "generator.2",
+        "discriminator.0", "discriminator.1", "discriminator.2"]
+    assert {"generator.0", "discriminator.2"} <= summarised(tmp_path)
+
+
+def test_a_replaced_head_is_not_named_in_the_model_it_left(tmp_path, hooks_clean):
+    """A module taken out of a model (its place given to a new head) and called on its own
+    is a model of its own again."""
+    with NeuralDbg(trace=str(tmp_path / "t.jsonl")):
+        torch.manual_seed(0)
+        model = nn.Sequential(nn.Linear(16, 16), nn.ReLU())
+        old = model[0]
+        model[0] = nn.Linear(16, 16)
+        opt = torch.optim.SGD([*model.parameters(), *old.parameters()], lr=0.01)
+        for _ in range(3):
+            loss = model(torch.randn(8, 16)).sum() + old(torch.randn(8, 16)).sum()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+    models = [e for e in trace_events(tmp_path / "t.jsonl") if e["event"] == "model"]
+    assert [[l["name"] for l in m["layers"]] for m in models] == [["0", "1"], ["Linear"]]
+
+
+class Attention(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.attn = nn.MultiheadAttention(16, 2, batch_first=True)
+        self.head = nn.Linear(16, 4)
+
+    def forward(self, x):
+        return self.head(self.attn(x, x, x, need_weights=False)[0].mean(1))
+
+
+def test_multihead_attention_output_is_observed(tmp_path, hooks_clean):
+    """nn.MultiheadAttention never calls its out_proj: its own output (out_proj's) is read,
+    so an attention whose output turns non-finite is named, not the layer after it."""
+    torch.manual_seed(0)
+    model = Attention()
+    with torch.no_grad():
+        model.attn.out_proj.weight[0, 0] = math.inf
+    dbg = run(tmp_path, model, steps=3, x=torch.randn(32, 5, 16))
+    first = min(dbg.failures(), key=lambda t: (t["step"], t["signal"] != "activation"))
+    assert (first["layer"], first["signal"], first["to"]) == ("attn", "activation", "nonfinite")
+
+
+def test_a_healthy_attention_is_observed_and_not_flagged(tmp_path, hooks_clean):
+    torch.manual_seed(0)
+    dbg = run(tmp_path, Attention(), steps=30, x=torch.randn(32, 5, 16))
+    assert not dbg.failures(), dbg.failures()
+    assert "attn" in summarised(tmp_path)

@@ -90,6 +90,47 @@ def test_lightning_healthy_fit_with_accumulation(pl, tmp_path):
     assert {"net.0", "net.1", "net.4"} <= layers
 
 
+def test_lightning_healthy_cnn_with_accumulation_and_one_cycle_is_clean(pl, tmp_path):
+    """BatchNorm, Dropout, accumulation and a OneCycle schedule stepped per batch: no state
+    other than normal/healthy is written, not even `anomalous`."""
+    from neuraldbg_cli.integrations.lightning import NeuralDbgCallback
+
+    class CNN(pl.LightningModule):
+        def __init__(self):
+            super().__init__()
+            self.net = nn.Sequential(
+                nn.Conv2d(1, 16, 3, padding=1), nn.BatchNorm2d(16), nn.ReLU(), nn.MaxPool2d(2),
+                nn.Conv2d(16, 32, 3, padding=1), nn.BatchNorm2d(32), nn.ReLU(),
+                nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Dropout(0.2), nn.Linear(32, 10))
+
+        def training_step(self, batch, batch_idx):
+            x, y = batch
+            return nn.functional.cross_entropy(self.net(x), y)
+
+        def configure_optimizers(self):
+            opt = torch.optim.SGD(self.parameters(), lr=0.05, momentum=0.9)
+            one_cycle = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=0.1, total_steps=120)
+            return {"optimizer": opt, "lr_scheduler": {"scheduler": one_cycle, "interval": "step"}}
+
+    torch.manual_seed(0)
+    y = torch.randint(0, 10, (3200,))
+    x = torch.randn(10, 1, 16, 16)[y] + torch.randn(3200, 1, 16, 16)    # class templates
+    data = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(x, y), batch_size=32,
+                                       shuffle=True)
+    cb = NeuralDbgCallback(trace=str(tmp_path / "t.jsonl"))
+    trainer = pl.Trainer(max_steps=120, accumulate_grad_batches=2, callbacks=[cb], logger=False,
+                         enable_checkpointing=False, enable_progress_bar=False,
+                         enable_model_summary=False, accelerator="cpu", devices=1)
+    trainer.fit(CNN(), data)
+    events = events_of(tmp_path / "t.jsonl")
+    assert cb.dbg.steps == trainer.global_step == 120
+    odd = [(e["step"], e["layer"], e["to"]) for e in events
+           if e["event"] == "transition" and e["to"] not in ("normal", "healthy")]
+    assert odd == []
+    losses = [e["stats"]["loss"] for e in events if e["event"] == "summary" and e["layer"] == "(loss)"]
+    assert losses[-1] < 0.7 * losses[0]                     # it learned
+
+
 def test_lightning_stops_on_a_dead_layer_and_logs_the_hypothesis(pl, tmp_path, caplog):
     from neuraldbg_cli.integrations.lightning import NeuralDbgCallback
 
@@ -128,6 +169,48 @@ def test_lightning_names_submodules_called_directly(pl, tmp_path):
     layers = {e["layer"] for e in events_of(tmp_path / "t.jsonl") if e["event"] == "summary"}
     assert {"generator.0", "generator.1", "discriminator.0", "discriminator.2"} <= layers
     assert not {"0", "1", "2"} & layers
+
+
+def test_lightning_manual_optimisation_counts_each_optimizers_step(pl, tmp_path):
+    """Manual optimisation with two optimizers: Lightning's global_step counts each
+    optimizer's step; a step of the trace is a batch, numbered by global_step (16 batches:
+    steps 0, 2, ..., 30 and 32 in all, not 16), with both optimizers' gradients in it."""
+    from neuraldbg_cli.integrations.lightning import NeuralDbgCallback
+
+    class GAN(pl.LightningModule):
+        def __init__(self):
+            super().__init__()
+            self.automatic_optimization = False
+            self.generator = nn.Sequential(nn.Linear(16, 16), nn.ReLU(), nn.Linear(16, 16))
+            self.discriminator = nn.Sequential(nn.Linear(16, 8), nn.ReLU(), nn.Linear(8, 1))
+
+        def training_step(self, batch, batch_idx):
+            x, _ = batch
+            opt_g, opt_d = self.optimizers()
+            d_loss = self.discriminator(x).mean() - self.discriminator(self.generator(x).detach()).mean()
+            opt_d.zero_grad()
+            self.manual_backward(d_loss)
+            opt_d.step()
+            g_loss = self.discriminator(self.generator(x)).mean()
+            opt_g.zero_grad()
+            self.manual_backward(g_loss)
+            opt_g.step()
+
+        def configure_optimizers(self):
+            return (torch.optim.Adam(self.generator.parameters(), lr=1e-4),
+                    torch.optim.Adam(self.discriminator.parameters(), lr=1e-4))
+
+    cb = NeuralDbgCallback(trace=str(tmp_path / "t.jsonl"))
+    trainer = fit(pl, GAN(), cb, max_steps=32)
+    assert trainer.global_step == 32 and cb.dbg.steps == 32
+    events = events_of(tmp_path / "t.jsonl")
+    assert failures_in(events) == []
+    summaries = [e for e in events if e["event"] == "summary"]
+    grads = {e["layer"] for e in summaries if "grad_norm" in e["stats"]}
+    assert {"generator.0", "discriminator.0"} <= grads
+    assert {e["step"] for e in summaries if e["layer"] != "(loss)"} == {0, 10, 20, 30}
+    assert {e["step"] for e in summaries if e["layer"] == "(loss)"} == set(range(0, 32, 2))
+    assert all(e["step"] % 2 == 0 for e in events if e["event"] == "transition")
 
 
 def test_lightning_exception_closes_the_trace(pl, tmp_path):

@@ -193,3 +193,14 @@ def test_gradient_decisions_equal_those_taken_with_the_exact_median():
         hist.add_gradient(norm)
         norms.append(norm)
     assert exploded > 10
+
+
+def test_a_tiny_gradient_growing_far_below_the_largest_is_no_explosion():
+    """An attention query's gradient is ~1e-5 of the model's largest until attention starts
+    to be used, then jumps x380 its median to 1% of the largest (a healthy BERT run): not an
+    explosion. The same jump in a layer carrying the model's largest gradient is."""
+    hist = GradientHistory(20)
+    for _ in range(20):
+        hist.add_gradient(4.5e-5)
+    assert gradient_state(0.0171, 1.835, hist, TH)[0] == "healthy"
+    assert gradient_state(0.0171, 0.0171, hist, TH)[0] == "exploding"

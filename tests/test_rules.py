@@ -60,6 +60,22 @@ def test_vanishing_first_layers_in_deep_sigmoid_stack_is_architecture(tmp_path):
     assert [h.layer for h in a.hypotheses[1:]] == ["net.2", "net.0"]
 
 
+def test_vanishing_names_the_steadily_worst_layer_not_one_flapping_at_the_threshold(tmp_path):
+    """The layer nearest the loss crosses the threshold first but keeps coming back; the
+    first layer's gradient stays at 1.6e-8 of the largest: that is the one named."""
+    t = TraceMaker(SIGMOID_STACK)
+    t.tr(0, "net.4", "vanishing", signal="gradient", ratio_to_largest=9e-7)
+    t.tr(0, "net.2", "vanishing", signal="gradient", ratio_to_largest=2e-7)
+    t.tr(0, "net.0", "vanishing", signal="gradient", ratio_to_largest=1.6e-8)
+    t.tr(2, "net.4", "healthy", signal="gradient")
+    t.tr(4, "net.4", "vanishing", signal="gradient", ratio_to_largest=9.5e-7)
+    t.tr(6, "net.4", "healthy", signal="gradient")
+    a = explain(tmp_path, t.end(30))
+    top = a.hypotheses[0]
+    assert (top.symptom, top.layer, top.step, top.cause) == ("vanishing", "net.0", 0, "architecture")
+    assert {"net.4", "net.2"} <= {h.layer for h in a.hypotheses if h.origin is top}
+
+
 def test_exploding_after_lr_increase_is_learning_rate_with_clipping(tmp_path):
     t = TraceMaker().lr(10, 1.0, 0.1)
     t.tr(12, "net.4", "exploding", grad_norm=5e4).tr(12, "net.2", "exploding", grad_norm=9e4)
@@ -267,3 +283,25 @@ def test_ranker_treats_an_added_cause_rule_like_the_others(tmp_path, monkeypatch
     top = explain(tmp_path, dying_relu()).hypotheses[0]
     assert (top.cause, top.fix) == ("cosmic_ray", "shield")
     assert "learning_rate" in top.alternatives
+
+
+def test_a_sharded_layers_gradient_is_told_over_all_ranks(tmp_path):
+    """FSDP: each rank's trace holds its shard's gradient norm; the evidence gives the whole
+    layer's, the square root of the ranks' sums of squares (0.3 and 0.4: 0.5)."""
+    def explained(sharded: bool):
+        paths = []
+        for rank, part in ((0, 0.3), (1, 0.4)):
+            t = TraceMaker(rank=rank, world_size=2, run_id="r1")
+            t.events[1]["layers"][2]["sharded"] = sharded
+            t.events.append({"event": "summary", "step": 10, "layer": "net.2",
+                             "stats": {"grad_norm": part}})
+            if rank == 0:
+                t.tr(12, "net.2", "exploding", signal="gradient", grad_norm=5e4)
+            paths.append(read_trace(t.end(30).write(tmp_path / f"r{rank}.jsonl")))
+        return analyze(paths).hypotheses[0]
+
+    top = explained(sharded=True)
+    assert top.layer == "net.2"
+    assert "net.2 is sharded (FSDP): its whole gradient norm was 0.5 at step 10, rank 0's " \
+        "shard 0.3" in top.evidence, top.evidence
+    assert not any("sharded" in e for e in explained(sharded=False).evidence)  # replicated

@@ -19,7 +19,7 @@ PROBLEMS = [(sig.name, st.name) for sig in states.SIGNALS.values() for st in sig
             if st.name != sig.ok]
 # A layer of the right kind for each signal's states (the gradient of a Linear, ...)
 LAYER = {"activation": "net.1", "gradient": "net.0", "update": "net.0", "loss": "(loss)",
-         "loop": "(loop)", "output": "(output)", "norm": "net.1"}
+         "loop": "(loop)", "output": "(output)", "norm": "net.1", "residual": "net"}
 
 
 def report_of(tmp_path, maker, width=200):
@@ -88,7 +88,7 @@ def test_fail_on_good_health_is_an_error(name):
 def test_every_reader_knows_every_state(tmp_path, signal, name):
     st = states.lookup(signal, name)
     t = TraceMaker()
-    if signal == "norm":        # (TraceMaker starts the other signals healthy at step 0)
+    if signal in ("norm", "residual"):  # (TraceMaker starts the others healthy at step 0)
         t.tr(0, LAYER[signal], "normal", signal=signal)
     t = t.tr(10, LAYER[signal], name, signal=signal).end(40)
     analysis, out = report_of(tmp_path, t)

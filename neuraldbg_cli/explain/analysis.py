@@ -67,14 +67,37 @@ def analyze(traces: list) -> Analysis:
 def subject(chain: list) -> Episode:
     """The failure a story is named after: its root, unless the root is only a sign (a
     generic shift, or a state the layer recovered from) of a more severe failure that lasted,
-    such as a jump in scale before a layer died; then the earliest such failure."""
+    such as a jump in scale before a layer died; then the earliest such failure. A root that
+    keeps falling into a failure and out of it while other layers stay in it (a gradient
+    flapping at the vanishing threshold while the first layers' stay far below) gives way to
+    the worst of those."""
     first = chain[0]
     known = states.state_of(first.signal, first.state)
     warning_sign = known is not None and not known.failure
     if not warning_sign and not first.recovered:
         return first
+    same = [e for e in chain if (e.signal, e.state) == (first.signal, first.state)]
+    flapping = first.folded or any(e.layer == first.layer and e.run == first.run
+                                   for e in same[1:])
+    kept = [e for e in same if e.lasting and e.layer != first.layer]
+    if not warning_sign and flapping and kept:
+        return min(kept, key=_depth)
     worse = states.severity(first.state, 0.0)
     return next((e for e in chain if e.lasting and states.severity(e.state, 0.0) > worse), first)
+
+
+def _depth(ep: Episode) -> float:
+    """Lower is worse: a vanishing gradient's share of the model's largest; 0 for any other
+    failure (the earliest is then named)."""
+    if ep.state != "vanishing":
+        return 0.0
+    s = ep.stats
+    ratio, norm, top = s.get("ratio_to_largest"), s.get("grad_norm"), s.get("model_max_grad_norm")
+    if isinstance(ratio, (int, float)):
+        return ratio
+    if isinstance(norm, (int, float)) and isinstance(top, (int, float)) and top > 0:
+        return norm / top
+    return 1.0
 
 
 def _rank(origins: dict, members: dict, chains: dict) -> list:

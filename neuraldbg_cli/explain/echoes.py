@@ -5,6 +5,7 @@ import math
 
 from .. import states
 from ..trace import INPUT_LAYER
+from .residuals import residual_growth_spreads
 from .runs import ACT, GRAD
 
 LOSS = states.LOSS.name
@@ -200,5 +201,5 @@ def shows_in_loss(a, b, ctx):
 ECHOES = [nonfinite_spreads, dead_cuts_gradients, change_spreads_forward,
           bigger_activations_bigger_gradients, gradient_flows_backward, bad_update_corrupts_weights,
           same_failure_other_rank, worsens_in_place, relapses, loop_mistake_spreads,
-          output_mismatch_spreads, norm_drift_spreads, big_updates_throw_off, loss_swings_again,
-          shows_in_loss]
+          output_mismatch_spreads, norm_drift_spreads, residual_growth_spreads,
+          big_updates_throw_off, loss_swings_again, shows_in_loss]

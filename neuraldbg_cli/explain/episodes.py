@@ -41,8 +41,10 @@ def layer_order(runs: list) -> dict:
         if name not in order:
             # NAME#k, the k-th call of an activation module in a forward: just after NAME
             base, _, k = name.rpartition("#")
+            inner = [p for n, p in order.items() if n.startswith(name + ".")]
             order[name] = order[base] + min(int(k), 999) / 1000 if k.isdigit() and base in order \
-                else len(order) - 1
+                else min(inner) - 0.5 if inner else len(order) - 1
+            # (a residual block, a container the model event does not list: before its layers)
     return order
 
 
@@ -78,4 +80,4 @@ def precedence(ep: Episode) -> tuple:
 
 
 _OUTPUT = states.OUTPUT.name
-_FORWARD = (ACT, states.NORM.name)    # seen in the forward pass
+_FORWARD = (ACT, states.NORM.name, states.RESIDUAL.name)    # seen in the forward pass

@@ -30,7 +30,7 @@ def describe(ep) -> str:
     if ep.layer == OUTPUT_LAYER:
         return f"the model's output {verb_of(ep)}"
     who = f"{ep.layer} ({ep.module_type})"
-    if ep.signal in (states.UPDATE.name, states.NORM.name):
+    if ep.signal in (states.UPDATE.name, states.NORM.name, states.RESIDUAL.name):
         return f"{who} {verb_of(ep)}"
     if ep.signal != ACT:
         return f"the {ep.signal} of {who} {verb_of(ep)}"
@@ -88,6 +88,9 @@ _STATS = (  # (key, label): the numbers of a transition, in the words of the rep
                               f"{_num(s.get('batch'))})"),
     ("gain_rms", lambda s: f"gain rms {_num(s['gain_rms'])}"),
     ("gain_rms_start", lambda s: f"{_num(s['gain_rms_start'])} at first sight"),
+    ("branch_ratio", lambda s: f"branch {_num(s['branch_ratio'])}x the skip"),
+    ("growth", lambda s: f"stream rms x{_num(s['growth'])} ({_num(s.get('rms_in'))} -> "
+                         f"{_num(s.get('rms_out'))})"),
 )
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from .. import states
-from . import rules
+from . import rules, shards
 from .evidence import aftermath, cap, describe, folded, numbers
 
 ECHO_DISCOUNT = 0.9     # a consequence is believed a little less than the origin it hangs on
@@ -65,7 +65,8 @@ def origin(ep, chain: list, ctx) -> Hypothesis:
     # updates it made too large)
     support = [line for f in found.values() if f is not best and f.cause == best.cause
                and f.strength >= SUPPORTS for line in f.evidence]
-    evidence = [numbers(ep), *sign, *dict.fromkeys([*best.evidence, *support]),
+    evidence = [numbers(ep), *shards.evidence(ep, ctx.runs), *sign,
+                *dict.fromkeys([*best.evidence, *support]),
                 *aftermath(ep, others, recovered, ctx.runs[ep.run], len(ctx.runs) > 1)]
     return Hypothesis(
         symptom=ep.state, layer=ep.layer, step=ep.onset, cause=best.cause,

@@ -14,6 +14,7 @@ GRAD = states.GRADIENT.name
 
 KEPT_EPISODES = 8   # per layer and signal; later ones fold into the last (a flapping layer)
 MAX_NOTES = 100     # warnings kept per run: those near an onset are quoted as evidence
+MAX_SHARD_POINTS = 200_000  # sharded layers' gradient norms kept per run (the summaries')
 
 
 class Track:
@@ -80,6 +81,7 @@ class Run:
     notes: list
     thresholds: dict        # run_start's effective thresholds ({} if not given)
     observed: dict          # layer -> the signals watching it, as the model events list them
+    shards: dict            # (layer, step) -> this rank's shard's gradient norm (FSDP layers)
 
     @property
     def last_step(self) -> int:
@@ -128,6 +130,7 @@ def digest(trace: Trace) -> Run:
     """One pass over the events: per layer and signal a bounded Track, the run's facts."""
     start, end, models, hparams, notes = {}, {}, [], [], []
     observed: dict = {}
+    sharded, shards = set(), {}
     tracks: dict = {}
     reached: set = set()
     seen = 0
@@ -143,14 +146,19 @@ def digest(trace: Trace) -> Run:
                 track.add(e, e["to"] in good)
                 reached.add(e["to"])
                 seen = max(seen, e["step"])
-        elif kind == "summary":     # (the curves: only their step here, a killed run's last)
-            if is_int(e.get("step")) and e["step"] > seen:
-                seen = e["step"]
+        elif kind == "summary":     # (the curves: their step, a killed run's last; sharded
+            if is_int(e.get("step")):   # layers' gradient norms, to combine across ranks)
+                seen = max(seen, e["step"])
+                if e.get("layer") in sharded and len(shards) < MAX_SHARD_POINTS:
+                    norm = _get(e, "stats", _dict, {}).get("grad_norm")
+                    if is_number(norm):
+                        shards[(e["layer"], e["step"])] = norm
         elif kind == "hparams" and is_int(e.get("step")) and isinstance(e.get("lr"), list):
             hparams.append(e)
             seen = max(seen, e["step"])
         elif kind == "model" and isinstance(e.get("layers"), list):
             models.append([l for l in e["layers"] if isinstance(l, dict) and _str(l.get("name"))])
+            sharded.update(l["name"] for l in models[-1] if l.get("sharded") is True)
             _observe(observed, models[-1])
             _observe(observed, _get(e, "pseudo_layers", _list, []))
         elif kind == "warning" and _str(e.get("message")) and len(notes) < MAX_NOTES:
@@ -169,7 +177,7 @@ def digest(trace: Trace) -> Run:
         layers=[l for m in models for l in m], models=models,
         hparams=sorted(hparams, key=lambda e: e["step"]), tracks=tracks, reached=reached,
         seen_step=seen, notes=notes, thresholds=_get(start, "thresholds", _dict, {}),
-        observed=observed)
+        observed=observed, shards=shards)
 
 
 def _observe(observed: dict, layers: list) -> None:

@@ -24,9 +24,13 @@ class NeuralDbgCallback(Observing, Callback):
     framework = "lightning"
 
     def on_fit_start(self, trainer, pl_module) -> None:
-        self.observation.start(pl_module)       # (each rank its own trace, as under torchrun)
+        # (each rank its own trace, as under torchrun). With manual optimisation, Lightning's
+        # global_step counts each optimizer's step (a GAN's batch: 2): a step of the trace
+        # is then a batch, numbered by global_step.
+        self.observation.start(pl_module, framework_steps=not pl_module.automatic_optimization)
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
+        self.observation.batch_end(trainer.global_step)
         found = self.observation.should_stop()
         if found:
             log.warning(stopping_message(found))

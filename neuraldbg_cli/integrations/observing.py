@@ -16,15 +16,26 @@ class Observation:
             else tuple(stop_on or ())
         self.framework = framework
         self.dbg: NeuralDbg | None = None
+        self._monitor = None                # where the framework's counter paces the steps
         self._stopped = False
 
-    def start(self, model) -> None:
+    def start(self, model, framework_steps: bool = False) -> None:
+        """framework_steps: steps end at `batch_end` when the framework's counter moved,
+        rather than at the first optimizer's step."""
         if self.dbg is not None:
             self.close()                    # a second fit with the same callback: a new trace
         self.dbg = NeuralDbg(model, trace=self.trace, thresholds=self.thresholds,
                              fail_on=self.fail_on, every=self.every)
         self.dbg.__enter__()
+        self._monitor = self.dbg.session.monitor if framework_steps else None
+        if self._monitor is not None:
+            self._monitor.clock.optim.framework_paced = True
         self._stopped = False
+
+    def batch_end(self, global_step: int) -> None:
+        """After each training batch: the framework's step count (where it paces the steps)."""
+        if self._monitor is not None and self._monitor.active:
+            self._monitor.framework_step(global_step)
 
     def should_stop(self) -> list:
         """The stop_on states detected so far (once: the trainer is told once)."""

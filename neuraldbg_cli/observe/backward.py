@@ -77,8 +77,11 @@ class Backward:
                 renewed = p.grad is None or p.grad is not g
         for group in opt.param_groups:
             for p in group["params"]:
-                if p.grad is not None and not p.grad.is_sparse:
-                    self._watched = (weakref.ref(p), weakref.ref(p.grad))
+                # (a parameter with no elements on this rank, FSDP's uneven shard, would
+                # read 0 at every step and look like a reset)
+                g = p.grad
+                if g is not None and not g.is_sparse and getattr(g, "_local_tensor", g).numel():
+                    self._watched = (weakref.ref(p), weakref.ref(g))
                     return renewed
         return renewed
 
@@ -98,7 +101,8 @@ class Backward:
         if not self.losses and self._watched is not None:
             p = self._watched[0]()
             g = p.grad if p is not None else None
-            if g is not None:
+            if g is not None:   # (FSDP's sharded gradient: this rank's shard, no collective)
+                g = getattr(g, "_local_tensor", g)
                 self.first_grad = torch.linalg.vector_norm(g.detach(), dtype=torch.float32)
         if isinstance(tensors, torch.Tensor) and tensors.numel() == 1 \
                 and tensors.is_floating_point():

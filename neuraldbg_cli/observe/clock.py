@@ -22,16 +22,21 @@ class StepClock:
         self.step = 0                       # index of the step being observed
         self.steps = 0                      # completed steps
         self.pending_end = False
+        self.iterations = 0                 # steps completed, when numbered by a framework
         self.optimizers_created = 0
         self.optim = OptimizerWatch(emit)
 
-    def advance(self, complete: bool) -> bool:
+    def advance(self, complete: bool, to: int | None = None) -> bool:
         """The step is over (complete: not cut short by the end of the run); True when the
-        next one is observed."""
+        next one is observed. `to`: the next step's number, the framework's (framework_step)."""
         if complete:
             self.steps += 1
             self.step += 1
             self.optim.new_window()
+        if to is not None:
+            self.iterations += 1
+            self.step = self.steps = to
+            return self.iterations % self.every == 0
         return self.step % self.every == 0
 
     def purge_due(self) -> bool:

@@ -8,22 +8,18 @@ honoured in eager, compiled and DDP-wrapped models alike, and come with removabl
 from __future__ import annotations
 
 import gc
-import warnings
 import weakref
 
 import torch
 from torch import nn
-from torch.nn.modules import module as nn_module
-from torch.optim.optimizer import (
-    Optimizer,
-    register_optimizer_step_post_hook,
-    register_optimizer_step_pre_hook,
-)
+from torch.optim.optimizer import Optimizer
 
 from . import naming
 from .accumulator import first_tensor
+from .installed import Installed
 from .layers import MAX_SITES
 from .optimizer_hooks import OptimizerHooks
+from .residual import UNSEEN, block_of
 
 # Bound once: the hooks run for every module call (dynamo knows these functions by identity).
 _is_compiling = torch.compiler.is_compiling
@@ -32,7 +28,6 @@ _graph_task = getattr(torch._C, "_current_graph_task_id", lambda: -1)  # -1: not
 _Tensor = torch.Tensor
 _Loss = nn.modules.loss._Loss
 _NO_KWARGS: dict = {}
-_COMPILE_HOOK_WARNING = r"Using `torch.compile\(module\)` when there are global hooks"
 
 
 class Hooks(OptimizerHooks):
@@ -55,6 +50,8 @@ class Hooks(OptimizerHooks):
         self.observing = True               # this step is observed (and monitoring is on)
         self.touched: list = []             # layers that produced numbers this step
         self.normed: list = []              # layers with a norm reading this step (norms.py)
+        self.blocks: list = []              # residual blocks called this step (residual.py)
+        self._last_block = None             # (block, output) of the last block called
         self.grads: list = []               # per optimizer stepped: its GradBatch
         self.grads_off = False
         self.inputs_checked = False         # some layer's input was checked this step
@@ -75,8 +72,9 @@ class Hooks(OptimizerHooks):
         if existing_optimizers:
             self.clock.optimizers_created += sum(issubclass(type(o), Optimizer)
                                                  for o in gc.get_objects())
-        self._installed = _Installed(self._pre_hook, self._hook, self._optimizer_stepping,
-                                     self._optimizer_stepped, optimizer_created)
+        self._installed = Installed(self._pre_hook, self._hook, self._optimizer_stepping,
+                                    self._optimizer_stepped, optimizer_created,
+                                    self.registry.parents.assigned)
         self.active = True
 
     def remove(self) -> None:
@@ -96,6 +94,7 @@ class Hooks(OptimizerHooks):
         self.observing = observing
         self._depth = 0
         self._last_leaf = None
+        self._last_block = None
         self._input_in_kwargs = False
 
     # ---- the hot path ----------------------------------------------------------------
@@ -147,6 +146,8 @@ class Hooks(OptimizerHooks):
             norm = rec.norm
             if norm is not None and eager and norm.after(module, args):
                 self.normed.append(rec)
+            if not rec.leaf and eager and rec.residual is not None:    # (a container)
+                self._residual(module, rec, args, output)
             if not rec.reads:               # skipped, or nothing read from its outputs
                 return
             if rec.sites is not None and inside:    # an activation: at which of its places?
@@ -182,6 +183,24 @@ class Hooks(OptimizerHooks):
                 self._fault(f"monitoring of a {type(module).__name__} switched off", e)
             else:
                 self.disable(module, rec, e)
+
+    def _residual(self, module, rec, args, output) -> None:
+        """A container's call in training: a residual block's branch and skip, its first
+        call deciding whether it is one (observe/residual.py)."""
+        if not module.training:
+            return
+        try:   # (Hugging Face's blocks return a tuple: the hidden states first)
+            y = output if isinstance(output, _Tensor) else first_tensor(output)
+            block = rec.residual
+            if block is UNSEEN:
+                block = rec.residual = block_of(module, args, y, self.registry)
+            if block is not None:
+                if block.add(args[0], y, self._last_block):
+                    self.blocks.append(block)
+                self._last_block = (block, y)
+        except Exception as e:  # noqa: BLE001 - only this block's reading stops
+            rec.residual = None
+            self._fault(f"residual reading of {type(module).__name__} switched off", e)
 
     def _site(self, rec, forward: int):
         """The record of this call's site: the first of `rec`'s not yet called in this
@@ -277,38 +296,3 @@ class Hooks(OptimizerHooks):
             self.registry.skip(module)
         name = self.registry.name_of(rec)
         self._fault(f"monitoring of layer {name} switched off", error, name)
-
-
-class _Installed:
-    """torch's global hooks, and a patched `Optimizer.__init__`, removed as one."""
-
-    def __init__(self, pre_hook, hook, optimizer_stepping, optimizer_stepped, optimizer_created):
-        self._handles = [
-            nn_module.register_module_forward_pre_hook(pre_hook),
-            nn_module.register_module_forward_hook(hook, with_kwargs=True, always_call=True),
-            register_optimizer_step_pre_hook(optimizer_stepping),
-            register_optimizer_step_post_hook(optimizer_stepped),
-        ]
-        # Knowing that the script has an optimizer (before its first step) keeps forwards of
-        # gradient accumulation in one step; without one, each outermost forward is a step.
-        orig = self._orig_opt_init = Optimizer.__init__
-
-        def init(opt, *args, **kwargs):
-            optimizer_created()
-            orig(opt, *args, **kwargs)
-        Optimizer.__init__ = init
-        # torch warns, on the user's stderr, that global hooks also fire for the wrapper of
-        # torch.compile(model): these hooks are neuraldbg's and skip that wrapper.
-        warnings.filterwarnings("ignore", message=_COMPILE_HOOK_WARNING, category=UserWarning)
-        self._warning_filter = warnings.filters[0]
-
-    def remove(self) -> None:
-        for h in self._handles:
-            h.remove()
-            # (torch's handle forgets the with_kwargs flag of a global forward hook)
-            getattr(nn_module, "_global_forward_hooks_with_kwargs", {}).pop(h.id, None)
-        self._handles = []
-        Optimizer.__init__ = self._orig_opt_init
-        if self._warning_filter in warnings.filters:
-            warnings.filters.remove(self._warning_filter)
-            getattr(warnings, "_filters_mutated", lambda: None)()   # drop cached verdicts

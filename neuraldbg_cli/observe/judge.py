@@ -8,6 +8,7 @@ from .detectors.base import Observation
 from .kinds import LOOP_KIND, LOSS_KIND, OUTPUT_KIND, SIGMOID, TANH, UNIT_KINDS
 from .norms import norm_facts, norm_tensors
 from .readout import Readout
+from .residual import residual_facts, residual_tensors
 from .stats import collect, grad_values, layer_norm, unit_shares
 from .summaries import Summary, SummaryClock
 from .updates import UpdateBatch, ratios
@@ -28,15 +29,16 @@ class StepJudge:
         self.emit = emit
         self.fault = fault                  # callable(what, error)
         self.readout = readout or Readout()
+        self.growth = thresholds.residual.growth    # (a run of blocks: residual.py)
         self.summaries = SummaryClock(thresholds.summary.every, thresholds.summary.points)
         self.loss_summaries = SummaryClock(thresholds.summary.loss_every,
                                            thresholds.summary.points)
 
     def end_step(self, step: int, recs: list, grads: list, inputs_checked: bool,
-                 facts=None, normed=()) -> None:
+                 facts=None, normed=(), blocks=()) -> None:
         """Reduce and read step `step`'s numbers (the layers `recs`, the GradBatches and
         UpdateBatches `grads`, the step's own StepFacts, the layers `normed` with a norm
-        reading); judge them now, or once read (see readout)."""
+        reading, the residual `blocks` called); judge them now, or once read (see readout)."""
         if inputs_checked:
             # A layer right after an activation module reads that module's output: its input
             # check would only echo the activation's own verdict (compiled code cannot tell).
@@ -53,11 +55,15 @@ class StepJudge:
         norms, norm_jobs = norm_tensors(normed) if normed else ((), ())
         if norms:
             extra = [*extra, *norms]
+        sums, block_jobs = residual_tensors(blocks) if blocks else ((), ())
+        if sums:
+            extra = [*extra, *sums]
         if extra:
             tensors = tensors + extra if tensors else extra
         if tensors:
             for values, job in self.readout.submit(tensors, (step, recs, grads, plan, facts,
-                                                             len(extra), norm_jobs)):
+                                                             len(extra), norm_jobs,
+                                                             block_jobs)):
                 self._judge(values, *job)
 
     def drain(self) -> None:
@@ -66,10 +72,14 @@ class StepJudge:
             self._judge(values, *job)
 
     def _judge(self, values: list, step: int, recs: list, grads: list, plan, facts=None,
-               n_extra: int = 0, norm_jobs=()) -> None:
+               n_extra: int = 0, norm_jobs=(), block_jobs=()) -> None:
         tail = []                           # the step's own values (StepFacts.tensors)
         if n_extra:
             tail, values = values[-n_extra:], values[:-n_extra]
+        if block_jobs:                      # (the residual sums close the tail: 3 a block)
+            k = len(tail) - 3 * len(block_jobs)
+            tail, read = tail[:k], tail[k:]
+            self._judge_blocks(block_jobs, read, step)
         if norm_jobs:                       # (the norm readings close the tail)
             k = len(tail) - len(norm_jobs)
             tail, read = tail[:k], tail[k:]
@@ -110,6 +120,13 @@ class StepJudge:
         if keep is not None:
             for event in keep.events(self.registry.name_of):
                 self.emit(event)
+
+    def _judge_blocks(self, jobs: list, values: list, step: int) -> None:
+        live = self.registry.detectors      # (a detector switched off has left it)
+        for block, f in residual_facts(jobs, values, self.growth):
+            watching = [w for w in block.watching if w.detector in live]
+            if watching:
+                self._observe(block, watching, _of_step(block.kind, None, f), step)
 
     def _judge_outputs(self, values: list, plan, recs: list, step: int, keep=None) -> None:
         """Each layer's output numbers, read straight from the plan's slots (no record per

@@ -3,6 +3,8 @@ from __future__ import annotations
 
 from torch import nn
 
+from .naming import class_name
+
 RELU = "relu"          # ReLU, ReLU6: dies (units output exactly zero)
 SMOOTH = "smooth"      # GELU, SiLU, Mish: stuck in the flat negative tail
 SIGMOID = "sigmoid"    # saturates near 0 and near 1
@@ -44,6 +46,10 @@ CHANNEL_FIRST = (nn.modules.conv._ConvNd, nn.modules.batchnorm._BatchNorm,
 # numbers only echo the layer before them, so they are not judged (a healthy run's shift in
 # a Linear was told twice, once again by the Dropout after it).
 ECHOING = (nn.modules.dropout._DropoutNd, nn.Identity, nn.Flatten, nn.Unflatten)
+# Modules whose forward does their children's work in one function (nn.MultiheadAttention
+# calls F.multi_head_attention_forward with out_proj's weight; out_proj is never called):
+# their own output is that of the child never seen, and is read as a layer's.
+FUSED = (nn.MultiheadAttention,)
 # Modules whose output keeps the zeros of their input: what follows them must look for
 # dead units itself.
 TRANSPARENT = (nn.modules.dropout._DropoutNd, nn.Identity, nn.Flatten, nn.Unflatten,
@@ -55,4 +61,4 @@ def kind_of(module: nn.Module) -> str:
     for types, kind in _KINDS:
         if isinstance(module, types):
             return kind
-    return _NAMED_KINDS.get(type(module).__name__, OTHER)
+    return _NAMED_KINDS.get(class_name(module), OTHER)     # (FSDPConv1D is a Conv1D)

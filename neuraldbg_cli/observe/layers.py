@@ -15,7 +15,9 @@ from .detectors.base import (
     UNIT_SATURATION,
 )
 from .kinds import CHANNEL_FIRST, SQUASH_KINDS, TRANSPARENT, UNIT_KINDS
+from .naming import class_name
 from .norms import reading_for
+from .residual import UNSEEN
 from .tracker import SignalTracker
 
 SITE_KINDS = (*UNIT_KINDS, *SQUASH_KINDS)
@@ -25,7 +27,7 @@ MAX_SITES = 16      # call sites per module; later calls of a forward share the 
 class Skipped:
     """Registry entry of a module that is not observed (a wrapper, a loss, a container)."""
 
-    __slots__ = ("ref",)
+    __slots__ = ("ref", "residual")
     skip = True
     leaf = False
     reads = False           # nothing read from its outputs
@@ -33,6 +35,7 @@ class Skipped:
 
     def __init__(self, module):
         self.ref = weakref.ref(module)
+        self.residual = UNSEEN          # a container: a residual block? (observe/residual.py)
 
 
 class Watch(NamedTuple):
@@ -48,14 +51,16 @@ class LayerRec:
 
     __slots__ = ("ref", "module_type", "kind", "leaf", "reads", "wants_input", "transparent",
                  "fallback_name", "acc", "is_output", "skip", "watching", "on_output", "on_grad",
-                 "on_update", "on_norm", "norm", "in_optimizer", "site", "sites", "seen_in")
+                 "on_update", "on_norm", "norm", "in_optimizer", "site", "sites", "seen_in",
+                 "residual")
 
     def __init__(self, module, kind: str, leaf: bool, watches: list, debounce: int,
                  growth: int = 1):
         """watches: [(detector, the reductions it needs of this module)], needs not empty."""
         self.skip = False               # (the input's record can be switched off)
         self.ref = weakref.ref(module) if module is not None else None
-        self.module_type = type(module).__name__ if module is not None else kind
+        # (the user's class: 'Linear' for FSDP2's FSDPLinear, in the trace and in updates.py)
+        self.module_type = class_name(module) if module is not None else kind
         self.kind = kind
         self.leaf = leaf
         needs = frozenset().union(*(n for _, n in watches))
@@ -87,3 +92,5 @@ class LayerRec:
         self.sites = [] if kind in SITE_KINDS and leaf and module is not None \
             and next(module.parameters(recurse=False), None) is None else None
         self.seen_in = -1               # the forward (Hooks' count) of its last call
+        # a container with parameters of its own may be a residual block (observe/residual.py)
+        self.residual = UNSEEN if module is not None and not leaf else None

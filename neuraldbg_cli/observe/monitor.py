@@ -18,6 +18,7 @@ from .hooks import Hooks
 from .judge import StepJudge
 from .pairing import LossCalls
 from .registry import Registry
+from .residual import blocks_of
 from .step_facts import StepFacts, has_gradients, trains_in_eval
 from .updates import UpdateSampler
 
@@ -102,34 +103,43 @@ class Monitor:
         self.remove()
         if completed:
             return
-        for rec in self.registry.layers():
+        for rec in [*self.registry.layers(), *blocks_of(self.registry)]:
             for watch in rec.watching:
                 t = watch.tracker.flush()
                 if t is not None:
                     self.judge.write(rec, watch.detector.signal.name, t)
 
     # ---- step end --------------------------------------------------------------------
-    def end_step_safely(self, complete: bool = True) -> None:
+    def framework_step(self, global_step: int) -> None:
+        """The framework's step counter after a batch, where it paces the steps (the
+        callbacks set `clock.optim.framework_paced`): when it moved, the step ends, and the
+        next one is numbered by it (the trace's steps are the framework's)."""
+        if global_step > self.clock.step:
+            self.end_step_safely(to=global_step)
+
+    def end_step_safely(self, complete: bool = True, to: int | None = None) -> None:
         """end_step, but a fault there switches monitoring off instead of ending training."""
         if not self.hooks.active:
-            self.clock.advance(complete)
+            self.clock.advance(complete, to)
             return
         try:
-            self.end_step(complete)
+            self.end_step(complete, to)
         except Exception as e:  # noqa: BLE001
             self.hooks.take()
-            self.hooks.normed = []
-            self.clock.advance(complete)
+            self.hooks.normed, self.hooks.blocks = [], []
+            self.clock.advance(complete, to)
             self._switch_off(e)
 
-    def end_step(self, complete: bool = True) -> None:
+    def end_step(self, complete: bool = True, to: int | None = None) -> None:
         clock, registry = self.clock, self.registry
         clock.pending_end = False
         registry.scan_compiled_once()
         recs, grads, inputs_checked = self.hooks.take()
         normed, self.hooks.normed = self.hooks.normed, []
-        self.judge.end_step(clock.step, recs, grads, inputs_checked, self._facts(recs), normed)
-        observing = clock.advance(complete)
+        blocks, self.hooks.blocks = self.hooks.blocks, []
+        self.judge.end_step(clock.step, recs, grads, inputs_checked, self._facts(recs), normed,
+                            blocks)
+        observing = clock.advance(complete, to)
         if complete and clock.purge_due():
             registry.purge()
         self.hooks.new_step(observing)

@@ -1,12 +1,16 @@
-"""Layer names: qualified names in the outermost module the script called, without the
-prefixes that wrappers (torch.compile, DDP, FSDP, activation checkpointing) insert."""
+"""Layer names: qualified names in the model the script called (the outermost module, or
+the module it was assigned into), without the prefixes that wrappers (torch.compile, DDP,
+FSDP, activation checkpointing, Lightning's strategies) insert."""
 from __future__ import annotations
+
+import weakref
 
 from torch import nn
 
 from ..trace import ROOT_LAYER
 
-_ALWAYS_STRIPPED = {"_orig_mod", "_fsdp_wrapped_module", "_checkpoint_wrapped_module"}
+_ALWAYS_STRIPPED = {"_orig_mod", "_fsdp_wrapped_module", "_checkpoint_wrapped_module",
+                    "_forward_module"}      # (Lightning's wrapper of a LightningModule)
 
 
 def is_wrapper(module: nn.Module) -> bool:
@@ -48,8 +52,61 @@ def prefixed(names: dict, root: nn.Module, taken: set) -> dict:
     with the first one's get its class name as a prefix: 'Discriminator.fc1'."""
     if not taken.intersection(names.values()):
         return names
-    prefix = type(unwrap(root)).__name__
+    prefix = class_name(unwrap(root))
     base, n = prefix, 2
     while prefix in taken:
         prefix, n = f"{base}#{n}", n + 1
     return {i: prefix if n_ == ROOT_LAYER else f"{prefix}.{n_}" for i, n_ in names.items()}
+
+
+class Parents:
+    """The module each module was assigned into (torch's global module-registration hook), so
+    that a submodule the script calls on its own is named in the model it belongs to: a
+    LightningModule whose training_step calls self.generator(z) has layers 'generator.0' and
+    'discriminator.0', not '0' and 'Sequential.0'. Only modules built while neuraldbg
+    observes are known (under `neuraldbg run`: all of them)."""
+
+    def __init__(self):
+        self.of: dict = {}      # id(child) -> (weakref to it, weakref to its first parent)
+
+    def assigned(self, parent, name, child) -> None:
+        """torch's hook: `child` assigned as `parent.name`; returns None (keeps `child`)."""
+        if child is None:
+            return
+        entry = self.of.get(id(child))
+        if entry is None or entry[0]() is not child or entry[1]() is None:
+            self.of[id(child)] = (weakref.ref(child), weakref.ref(parent))
+
+    def topmost(self, module: nn.Module, allowed: set | None = None) -> nn.Module:
+        """The outermost module that still holds `module` (itself when none does), within
+        `allowed` (ids) when given."""
+        seen = {id(module)}
+        while True:
+            entry = self.of.get(id(module))
+            parent = entry[1]() if entry is not None and entry[0]() is module else None
+            if parent is None or id(parent) in seen or (allowed is not None
+                                                         and id(parent) not in allowed):
+                return module
+            if not any(c is module for c in parent.children()):
+                return module           # moved, or replaced by another (model.head = new)
+            seen.add(id(parent))
+            module = parent
+
+    def purge(self) -> None:
+        for key in [k for k, (child, _) in self.of.items() if child() is None]:
+            del self.of[key]
+
+
+def class_name(module: nn.Module) -> str:
+    """The class name the user wrote: FSDP2's fully_shard (and replicate) swap a module's
+    class for one made on the fly, FSDPLinear(FSDPModule, Linear), that names the original
+    at `_orig_cls_mro_index` in its MRO; 'FSDPLinear' would match no class-name table and
+    tell the user of no layer of theirs."""
+    cls = type(module)
+    index = getattr(cls, "_orig_cls_mro_index", None)
+    if index is None and cls.__bases__ and cls.__bases__[0].__name__ == "FSDPModule":
+        index = 2               # (older torch: the same layout, without the attribute)
+    mro = cls.__mro__
+    if type(index) is int and 0 < index < len(mro) and mro[index] is not object:
+        cls = mro[index]
+    return cls.__name__

@@ -38,7 +38,7 @@ class OptimizerHooks:
                 self.grads_off, self.grads = True, []
                 self._fault("gradient monitoring switched off", e)
             self._after_update(opt, paces)
-        if paces:
+        if paces and not optim.framework_paced:
             self._end_step()
 
     def _after_update(self, opt, paces: bool) -> None:

@@ -20,6 +20,16 @@ class GradBatch(NamedTuple):
     tensors: list       # 0-d norms (normed) or the gradients themselves, to norm then
     groups: list        # [(layer record, positions of its tensors: a slice, or a tuple)]
     normed: bool
+    # The parameters are sharded (FSDP2's DTensors): each norm is of this rank's shard, its
+    # part of the layer's; the layer's is the square root of the ranks' sums of squares.
+    sharded: bool = False
+
+
+def local_shard(t):
+    """A DTensor's shard on this rank (a plain tensor, read without a collective), anything
+    else (None too) as it is. Known by the attribute that holds the shard: no import of
+    torch.distributed, and a DTensor's own norm or view would need every rank's part."""
+    return getattr(t, "_local_tensor", t)
 
 
 class OptimizerWatch:
@@ -28,6 +38,9 @@ class OptimizerWatch:
     def __init__(self, emit):
         self.emit = emit
         self.primary = None               # weakref to the optimizer whose step ends a step
+        # steps end when the framework's step counter moves, not at an optimizer's step
+        # (Monitor.framework_step: Lightning's manual optimisation counts each optimizer's)
+        self.framework_paced = False
         self._stepped: dict = {}          # id(optimizer) -> steps in the current window
         self._names: dict = {}            # id(optimizer) -> (weakref, class name, index)
         self._seen = 0                    # optimizers seen so far (the next one's index)
@@ -101,20 +114,20 @@ class OptimizerWatch:
             # (entries of optimizers that are gone go too: a layout holds their parameters)
             self._cache = {k: e for k, e in self._cache.items() if e[0]() is not None}
             entry = self._cache[id(opt)] = (weakref.ref(opt), (key, *_layout(opt, owners)))
-        _, params, groups, device, mixed = entry[1]
+        _, params, groups, device, mixed, sharded = entry[1]
         if not groups:
             return None
-        grads = [p.grad for p in params]
+        grads = [local_shard(p.grad) for p in params] if sharded else [p.grad for p in params]
         plain = True                            # all present, dense and float32
         for g in grads:
             if g is None or g.is_sparse or g.dtype is not _F32:
                 plain = False
                 break
         if raw and plain:
-            return _new(GradBatch, (grads, groups, False))
+            return _new(GradBatch, (grads, groups, False, sharded))
         if not plain and any(g is None for g in grads):     # some without a gradient this step
             present = [p for p, g in zip(params, grads) if g is not None]
-            grads = [p.grad for p in present]
+            grads = [g for g in grads if g is not None]
             groups = _groups(present, owners)
             if not groups:
                 return None
@@ -125,7 +138,7 @@ class OptimizerWatch:
             norms = torch._foreach_norm(grads, 2, dtype=torch.float32)
         if mixed:
             norms = [n.to(device) for n in norms]
-        return GradBatch(list(norms), groups, True)
+        return _new(GradBatch, (list(norms), groups, True, sharded))
 
 
 def _groups_key(opt) -> tuple:
@@ -136,11 +149,17 @@ def _groups_key(opt) -> tuple:
 
 def _layout(opt, owners: dict):
     """The parameters of `opt` that belong to observed layers, each layer's positions among
-    them, and their device: computed again only when the parameters or the layers change."""
+    them, their device, whether some are sharded: computed again only when the parameters
+    or the layers change (so the check for shards is not made at every step)."""
     params = [p for g in opt.param_groups for p in g["params"] if id(p) in owners]
+    sharded = any(hasattr(p, "_local_tensor") for p in params)
+    if sharded:
+        # A shard left empty on this rank (uneven sharding: Linear(32, 1) on 2 ranks) has a
+        # norm of 0, which would be judged a vanishing gradient: its layer is not judged here.
+        params = [p for p in params if local_shard(p).numel()]
     device = params[0].device if params else None
     mixed = any(p.device != device for p in params)
-    return params, _groups(params, owners), device, mixed
+    return params, _groups(params, owners), device, mixed, sharded
 
 
 def _groups(params: list, owners: dict) -> list:

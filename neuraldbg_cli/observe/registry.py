@@ -34,6 +34,7 @@ class Registry:
         self.roots: dict = {}               # id(outermost module) -> weakref
         self.owners: dict = {}              # id(parameter) -> LayerRec
         self.batchnorms: dict = {}          # id(module) -> LayerRec of a BatchNorm read
+        self.parents = naming.Parents()     # (a submodule called alone is named in its model)
         self.model = model
         self.allowed = None if model is None else {id(m) for m in model.modules()}
         self.input = self._pseudo(INPUT_KIND, INPUT_LAYER, True)
@@ -118,6 +119,7 @@ class Registry:
                             (self.owners, lambda r: r.ref() is None)):
             for key in [k for k, v in table.items() if gone(v)]:
                 del table[key]
+        self.parents.purge()
 
     def scan_compiled_once(self) -> None:
         """A model compiled in place (model.compile()) runs even its own hooks inside the
@@ -139,13 +141,15 @@ class Registry:
         except Exception as e:  # noqa: BLE001 - a monitor fault must not end the run
             self.fault(f"layer names of {type(root).__name__} unavailable", e)
 
-    def _add_root(self, root):
-        self.roots[id(root)] = weakref.ref(root)
+    def _add_root(self, called):
+        self.roots[id(called)] = weakref.ref(called)
+        root = self.parents.topmost(called, self.allowed)   # the model it belongs to
         names = naming.qualified_names(root)
-        inner = [i for i in names
-                 if i != id(root) and i in self.roots and self.roots[i]() is not None]
-        if self.name(root) is not None and not inner:
-            return          # a submodule of a module already called: keeps its name there
+        # modules called before, now found inside this one: named anew from it
+        inner = [i for i in names if i != id(called) and i in self.roots
+                 and self.roots[i]() is not None and self.name(self.roots[i]()) != names[i]]
+        if self.name(called) is not None and not inner:
+            return          # named already, as a part of a model called before
         taken = {n for i, (_, n) in self.names.items() if i not in names}
         names = naming.prefixed(names, root, taken)
         self.names.update({id(m): (weakref.ref(m), names[id(m)]) for m in root.modules()})
@@ -155,11 +159,13 @@ class Registry:
             if rec is None or rec.ref() is not module:
                 rec = self.register(module)
             if not rec.skip:
-                layers.append({"name": names[id(module)], "type": type(module).__name__,
+                layers.append({"name": names[id(module)], "type": naming.class_name(module),
                                "kind": rec.kind if rec.leaf else "container",
                                "params": sum(0 if is_lazy(p) else p.numel()
                                              for p in module.parameters(recurse=False)),
                                "signals": signals_of(rec)})
+                if any(hasattr(p, "_local_tensor") for p in module.parameters(recurse=False)):
+                    layers[-1]["sharded"] = True    # (FSDP: each rank has a shard's norms)
                 seen.append((layers[-1], module, rec.kind))
         try:
             weights.first_sight(seen)
@@ -169,7 +175,7 @@ class Registry:
                   for r in (self.input, self.loss, self.loop, self.output)
                   if not r.skip and r.watching]
         self.emit({"event": "model", "step": self.clock.step,
-                   "root": type(naming.unwrap(root)).__name__, "layers": layers,
+                   "root": naming.class_name(naming.unwrap(root)), "layers": layers,
                    "pseudo_layers": pseudo})
 
     def name(self, module) -> str | None:

@@ -7,6 +7,8 @@ from typing import NamedTuple
 
 import torch
 
+from .naming import class_name
+
 
 class StepFacts(NamedTuple):
     losses: list            # 0-d loss tensors passed to backward() (unscaled)
@@ -69,5 +71,5 @@ def trains_in_eval(roots: dict, owners: dict) -> list:
         if root is not None and any(
                 p.grad is not None and (o := owners.get(id(p))) is not None and o.in_optimizer
                 for p in root.parameters()):
-            out.append(type(getattr(root, "module", root)).__name__)
+            out.append(class_name(getattr(root, "module", root)))
     return out

@@ -8,6 +8,9 @@ batched call for all parameters); after it, the copies minus the views are minus
 update, normed at once with the views (one call each). A layer's ratio adds its parameters'
 sums of squares, each scaled by numel / sampled, so a small bias does not weigh like a large
 weight. All of it stays on the device and is read with the step's other numbers.
+
+A sharded parameter (FSDP2's DTensor) is watched through its shard on this rank: its update
+ratio is that of the shard, with no collective; a rank whose shard is empty samples nothing.
 """
 from __future__ import annotations
 
@@ -16,6 +19,8 @@ import weakref
 from typing import NamedTuple
 
 import torch
+
+from .optimizers import local_shard
 
 # Only the rows of the batch's tokens change at a step: a sample may miss all of them, so an
 # unchanged sample of these says nothing.
@@ -37,6 +42,7 @@ class _Watched(NamedTuple):
     views: list         # one strided view per sampled parameter
     groups: list        # as UpdateBatch.groups
     copies: list        # one buffer per view, overwritten by the copy before each step
+    sharded: bool       # some parameters are DTensors: their storages are their shards'
 
 
 def sampled_view(p: torch.Tensor, sample: int) -> tuple | None:
@@ -88,28 +94,39 @@ class UpdateSampler:
 
     def _watch(self, opt, owners: dict) -> _Watched:
         params = [p for g in opt.param_groups for p in g["params"]]
-        key = (len(owners), *map(id, params), *map(_data_ptr, params))
         entry = self._watched.get(id(opt))
+        # (a shard is looked up at each step only where the last layout found DTensors)
+        key = _key(owners, params, entry is not None and entry[1].sharded)
         if entry is None or entry[0]() is not opt or entry[1].key != key:
             self._watched = {k: e for k, e in self._watched.items() if e[0]() is not None}
-            entry = self._watched[id(opt)] = (weakref.ref(opt), self._layout(key, params, owners))
+            entry = self._watched[id(opt)] = (weakref.ref(opt), self._layout(params, owners))
         return entry[1]
 
-    def _layout(self, key: tuple, params: list, owners: dict) -> _Watched:
+    def _layout(self, params: list, owners: dict) -> _Watched:
+        sharded = any(hasattr(p, "_local_tensor") for p in params)
         views, positions = [], {}
         for p in params:
             rec = owners.get(id(p))
             if rec is None or not p.requires_grad:
                 continue
-            found = sampled_view(p, self.sample)
+            # Held by an optimizer, sampled or not (a shard empty on this rank, a sparse or
+            # strided weight): not a layer that gets gradients outside every optimizer.
+            rec.in_optimizer = True
+            found = sampled_view(local_shard(p) if sharded else p, self.sample)
             if found is None:
                 continue
             positions.setdefault(rec, []).append((len(views), found[1]))
             views.append(found[0])
-        for rec in positions:
-            rec.in_optimizer = True
         copies = [torch.empty(v.shape, dtype=v.dtype, device=v.device) for v in views]
-        return _Watched(key, views, list(positions.items()), copies)
+        return _Watched(_key(owners, params, sharded), views, list(positions.items()), copies,
+                        sharded)
+
+
+def _key(owners: dict, params: list, sharded: bool) -> tuple:
+    """The parameters and their storages: a change lays them out again. A DTensor's own
+    data_ptr is 0; its shard's is where the views point (FSDP2 may put a new one in)."""
+    storages = map(local_shard, params) if sharded else params
+    return (len(owners), *map(id, params), *map(_data_ptr, storages))
 
 
 def ratios(batch: UpdateBatch, norms: list) -> dict:

@@ -8,6 +8,8 @@ import math
 import torch
 
 from .kinds import PARAM, RELU, SMOOTH, SQUASH_KINDS, TRANSPOSED_WEIGHT
+from .naming import class_name
+from .optimizers import local_shard
 from .stats import read_now
 
 _HE = (RELU, SMOOTH)
@@ -23,20 +25,27 @@ def first_sight(layers: list) -> None:
         if not isinstance(w, torch.Tensor) or w.dim() < 2 or w.is_meta or w.numel() == 0 \
                 or not w.is_floating_point() or torch.nn.parameter.is_lazy(w):
             continue
-        found.append((entry, w, _follower(layers, i), type(module).__name__ in TRANSPOSED_WEIGHT))
+        # An FSDP2 weight is a DTensor: its rms is told by this rank's shard, a sample of its
+        # rows (no collective; the norm of the DTensor would be this rank's part of the
+        # whole's, over the whole's count). A rank whose shard is empty tells nothing.
+        local = local_shard(w)
+        if local.numel() == 0:
+            continue
+        found.append((entry, w, local, _follower(layers, i),
+                      class_name(module) in TRANSPOSED_WEIGHT))
     if not found:
         return
     # (one norm per weight: no float copy of the model; half precision summed in float32)
-    norms = read_now([torch.linalg.vector_norm(w.detach(), dtype=_SUM.get(w.dtype)).float()
-                      for _, w, _, _ in found])
-    for (entry, w, follower, transposed), norm in zip(found, norms):
+    norms = read_now([torch.linalg.vector_norm(local.detach(), dtype=_SUM.get(w.dtype)).float()
+                      for _, w, local, _, _ in found])
+    for (entry, w, local, follower, transposed), norm in zip(found, norms):
         receptive = math.prod(w.shape[2:])
         fan_in, fan_out = w.shape[1] * receptive, w.shape[0] * receptive
         if transposed:
             fan_in, fan_out = fan_out, fan_in
         rule, scale = (("he", math.sqrt(2.0 / fan_in)) if follower in _HE else
                        ("xavier", math.sqrt(2.0 / (fan_in + fan_out))))
-        entry.update(weight_rms=norm / math.sqrt(w.numel()), init_rule=rule, init_rms=scale)
+        entry.update(weight_rms=norm / math.sqrt(local.numel()), init_rule=rule, init_rms=scale)
 
 
 def _follower(layers: list, i: int) -> str | None:

@@ -21,4 +21,4 @@ def build(thresholds) -> list:
     return [factory(thresholds) for factory in _FACTORIES]
 
 
-from . import activation, gradient, loop, loss, norm, output, update  # noqa: E402,F401 - the built-ins register
+from . import activation, gradient, loop, loss, norm, output, residual, update  # noqa: E402,F401 - the built-ins register

@@ -5,7 +5,7 @@ import math
 
 from ... import states
 from ...thresholds import Thresholds
-from ..kinds import ECHOING, PARAM, RELU, SMOOTH, SQUASH_KINDS, UNIT_KINDS
+from ..kinds import ECHOING, FUSED, PARAM, RELU, SMOOTH, SQUASH_KINDS, UNIT_KINDS
 from ..rolling import RollingMedian
 from . import register
 from .base import INPUT_ACTIVITY, NOTHING, OUTPUT_NORM, UNIT_ACTIVITY, UNIT_SATURATION, Detector, Observation
@@ -36,8 +36,8 @@ class ActivationDetector(Detector):
     signal = states.ACTIVATION
 
     def needs(self, module, kind: str, leaf: bool) -> frozenset:
-        if not leaf or isinstance(module, ECHOING):  # (they repeat other layers' outputs)
-            return NOTHING
+        if (not leaf and not isinstance(module, FUSED)) or isinstance(module, ECHOING):
+            return NOTHING          # (containers and echoes repeat other layers' outputs)
         extra = (UNIT_ACTIVITY if kind in UNIT_KINDS else UNIT_SATURATION if kind in SQUASH_KINDS
                  else INPUT_ACTIVITY if kind == PARAM else None)
         return frozenset((OUTPUT_NORM, extra) if extra else (OUTPUT_NORM,))

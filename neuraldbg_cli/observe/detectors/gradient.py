@@ -75,7 +75,9 @@ class GradientDetector(Detector):
         scale = loss if loss is not None and 1.0 < loss < math.inf else 1.0
         if norm > g.exploding_norm * scale:
             return "exploding", {"urgent": True, **({"loss": loss} if scale > 1.0 else {})}
-        if history.grad.size >= th.anomaly.warmup:
+        model_max = x.model_max_grad_norm
+        # (a layer far below the model's largest gradient moves nothing much, however it grew)
+        if history.grad.size >= th.anomaly.warmup and norm >= g.exploding_share * model_max:
             # the baseline is never below the early median, nor the recent one's lower
             # bound: a norm within the factor of those needs no median
             if norm > g.exploding_factor * history.early_baseline():
@@ -84,7 +86,6 @@ class GradientDetector(Detector):
                     base = history.grad_baseline()
                     if norm > g.exploding_factor * base:
                         return "exploding", {"grad_norm_median": base}
-        model_max = x.model_max_grad_norm
         if model_max <= g.vanishing_norm:
             # every layer's gradient is zero: the loss gave none (a loss of exactly 0), none
             # vanished on its way back

@@ -1,0 +1,51 @@
+"""torch's global hooks and the one patch neuraldbg makes, installed and removed as one."""
+from __future__ import annotations
+
+import warnings
+
+from torch.nn.modules import module as nn_module
+from torch.optim.optimizer import (
+    Optimizer,
+    register_optimizer_step_post_hook,
+    register_optimizer_step_pre_hook,
+)
+
+_COMPILE_HOOK_WARNING = r"Using `torch.compile\(module\)` when there are global hooks"
+
+
+class Installed:
+    """Every module call (before and after), every optimizer step (before and after), every
+    submodule assigned into a module (for layer names), and a patched `Optimizer.__init__`."""
+
+    def __init__(self, pre_hook, hook, optimizer_stepping, optimizer_stepped, optimizer_created,
+                 module_assigned):
+        self._handles = [
+            nn_module.register_module_forward_pre_hook(pre_hook),
+            nn_module.register_module_forward_hook(hook, with_kwargs=True, always_call=True),
+            register_optimizer_step_pre_hook(optimizer_stepping),
+            register_optimizer_step_post_hook(optimizer_stepped),
+            nn_module.register_module_module_registration_hook(module_assigned),
+        ]
+        # Knowing that the script has an optimizer (before its first step) keeps forwards of
+        # gradient accumulation in one step; without one, each outermost forward is a step.
+        orig = self._orig_opt_init = Optimizer.__init__
+
+        def init(opt, *args, **kwargs):
+            optimizer_created()
+            orig(opt, *args, **kwargs)
+        Optimizer.__init__ = init
+        # torch warns, on the user's stderr, that global hooks also fire for the wrapper of
+        # torch.compile(model): these hooks are neuraldbg's and skip that wrapper.
+        warnings.filterwarnings("ignore", message=_COMPILE_HOOK_WARNING, category=UserWarning)
+        self._warning_filter = warnings.filters[0]
+
+    def remove(self) -> None:
+        for h in self._handles:
+            h.remove()
+            # (torch's handle forgets the with_kwargs flag of a global forward hook)
+            getattr(nn_module, "_global_forward_hooks_with_kwargs", {}).pop(h.id, None)
+        self._handles = []
+        Optimizer.__init__ = self._orig_opt_init
+        if self._warning_filter in warnings.filters:
+            warnings.filters.remove(self._warning_filter)
+            getattr(warnings, "_filters_mutated", lambda: None)()   # drop cached verdicts

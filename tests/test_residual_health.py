@@ -1,0 +1,314 @@
+"""Residual health (the `residual` signal): a stream growing geometrically along the blocks
+(`exploding`, named at its first block), a branch adding nothing (`collapsed`); and healthy
+residual nets (ResNet with BatchNorm, pre-norm transformers, zero-init) that stay clean."""
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from conftest import FAILURE_STATES, SAMPLES, describe, run_neuraldbg, trace_events, transitions
+from neuraldbg_cli import NeuralDbg
+from neuraldbg_cli.explain.analysis import analyze
+from neuraldbg_cli.observe.detectors.base import Observation
+from neuraldbg_cli.observe.detectors.residual import ResidualDetector
+from neuraldbg_cli.observe.residual import is_sum_of
+from neuraldbg_cli.thresholds import Thresholds
+from neuraldbg_cli.trace import read_trace
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    """Small models: a second thread only adds contention on a busy CI machine."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+def observed(tmp_path, model, training):
+    trace = tmp_path / "t.jsonl"
+    with NeuralDbg(model, trace=str(trace)):
+        training()
+    return trace_events(trace)
+
+
+def assert_clean(events, blocks=()):
+    """No layer left good health; the `blocks` (and only they) were watched as residual."""
+    assert not [t for t in transitions(events) if t["to"] in FAILURE_STATES], describe(events)
+    watched = {t["layer"] for t in transitions(events, signal="residual")}
+    assert watched == set(blocks), (sorted(watched), describe(events))
+
+
+def regress(model, steps, opt, x_of, lr_loss=F.mse_loss):
+    g = torch.Generator().manual_seed(0)
+    for _ in range(steps):
+        x = x_of(g)
+        loss = lr_loss(model(x), x[..., :1].sin())
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+
+
+# ---- the judge alone ----------------------------------------------------------------------------
+def _facts(branch=0.5, growth=1.7, run=None, rms_in=1.0, nonfinite=False, branch_growth=1.7):
+    f = {"branch_ratio": branch, "growth": growth, "rms_in": rms_in, "rms_out": rms_in * growth}
+    if run is not None:
+        f.update(run_blocks=run, run_index=0, run_growth=growth, run_rms_from=1.0,
+                 run_rms_to=growth ** run, run_nonfinite=nonfinite, run_branch_growth=branch_growth)
+    return Observation("block", facts=f)
+
+
+def test_judge_exploding_on_a_run_and_collapsed_after_warm_up_and_window():
+    th = Thresholds()
+    d = ResidualDetector(th)
+    h = d.history()
+    assert d.judge(_facts(run=th.residual.blocks - 1), h)[0] == "normal"
+    assert d.judge(_facts(run=th.residual.blocks), h) == ("exploding", {})
+    assert d.judge(_facts(run=40, nonfinite=True), h) == ("exploding", {"urgent": True})
+    # a stream growing along a run whose branches stay the same size: normalised branches
+    assert d.judge(_facts(run=40, branch_growth=1.1), h)[0] == "normal"
+    for _ in range(th.residual.warmup):             # a zero-init branch: 0 through the warm-up
+        assert d.judge(_facts(branch=0.0), h)[0] == "normal"
+        d.remember(_facts(branch=0.0), h)
+    assert d.judge(_facts(branch=0.0), h)[0] == "collapsed"
+    assert d.judge(_facts(branch=1e-3), h)[0] == "normal"
+    d.remember(_facts(branch=1e-3), h)      # one step of contribution restarts the window
+    for _ in range(th.residual.window - 2):
+        d.remember(_facts(branch=0.0), h)
+    assert d.judge(_facts(branch=0.0), h)[0] == "normal"
+    d.remember(_facts(branch=0.0), h)
+    assert d.judge(_facts(branch=0.0), h)[0] == "collapsed"
+    d.remember(_facts(branch=0.0), h)
+    # a stream already broken before the block keeps the block's last verdict
+    assert d.judge(_facts(rms_in=math.nan), h)[0] == "collapsed"
+
+
+def test_a_block_is_a_sum_with_its_input_on_the_graph():
+    x = torch.randn(4, 8, requires_grad=True)
+    lin = nn.Linear(8, 8)
+    h = x * 1.0
+    assert is_sum_of(h + lin(h), h)
+    assert is_sum_of(F.relu(lin(h) + h), h)                     # torchvision's BasicBlock
+    y = h + lin(h)
+    assert is_sum_of(y + lin(y), h)                             # a pre-norm block: two sums
+    assert is_sum_of(x + lin(x), x)                             # a leaf input
+    assert not is_sum_of(lin(F.relu(lin(h))), h)                # Linear-ReLU-Linear
+    assert not is_sum_of(h + lin(x), h.detach())
+    assert not is_sum_of(h, h)
+
+
+# ---- the 40-block case -------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def deep(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("deep_residual")
+    proc, events = run_neuraldbg(tmp, SAMPLES / "deep_residual.py", "--steps", "20",
+                                 options=("--fail-on", "exploding"))
+    return proc, events, analyze([read_trace(str(tmp / "trace.jsonl"))])
+
+
+def test_deep_residual_stream_flagged_from_the_first_block_at_step_0(deep):
+    proc, events, _ = deep
+    assert proc.returncode == 3, proc.stderr[-2000:]
+    first = transitions(events, layer="blocks.0", signal="residual")[0]
+    assert (first["step"], first["from"], first["to"]) == (0, None, "exploding"), describe(events)
+    s = first["stats"]
+    assert s["run_index"] == 0 and s["run_blocks"] >= 30 and 1.4 < s["run_growth"] < 2.2, s
+    assert s["run_rms_to"] / s["run_rms_from"] > 1e6, s
+    # every block of the run, none of the layers inside the blocks, is a residual block
+    blocks = {t["layer"] for t in transitions(events, signal="residual")}
+    assert blocks == {f"blocks.{k}" for k in range(40)}, sorted(blocks)
+
+
+def test_explain_names_the_first_block_not_the_output_layer(deep):
+    _, events, analysis = deep
+    top = analysis.hypotheses[0]
+    assert (top.layer, top.symptom, top.step, top.cause) == \
+        ("blocks.0", "exploding", 0, "initialization"), (top.summary, top.evidence)
+    assert top.origin is None and top.confidence >= 0.5
+    assert any("per block from blocks.0" in line and "over 40 blocks" in line
+               for line in top.evidence), top.evidence
+    # the gradients that blow up (the output layer's first among them) are its consequences
+    head = [h for h in analysis.hypotheses if h.layer == "head" and h.signal == "gradient"]
+    assert head and all(h.origin is top for h in head), [(h.layer, h.summary) for h in head]
+    others = [h for h in analysis.hypotheses if h.origin is None and h is not top]
+    assert all(h.confidence < top.confidence for h in others), [h.summary for h in others]
+
+
+def test_the_zero_init_twin_stays_clean(tmp_path):
+    proc, events = run_neuraldbg(tmp_path, SAMPLES / "deep_residual.py", "--fixed",
+                                 options=("--fail-on", "none"))
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert_clean(events, blocks=[f"blocks.{k}" for k in range(40)])
+
+
+# ---- healthy residual nets --------------------------------------------------------------------
+class BasicBlock(nn.Module):
+    """torchvision's ResNet BasicBlock, as it is written there (in-place add and ReLU)."""
+
+    def __init__(self, cin, cout, stride=1):
+        super().__init__()
+        self.conv1 = nn.Conv2d(cin, cout, 3, stride, 1, bias=False)
+        self.bn1 = nn.BatchNorm2d(cout)
+        self.relu = nn.ReLU(inplace=True)
+        self.conv2 = nn.Conv2d(cout, cout, 3, 1, 1, bias=False)
+        self.bn2 = nn.BatchNorm2d(cout)
+        self.downsample = None if stride == 1 and cin == cout else nn.Sequential(
+            nn.Conv2d(cin, cout, 1, stride, bias=False), nn.BatchNorm2d(cout))
+
+    def forward(self, x):
+        identity = x if self.downsample is None else self.downsample(x)
+        out = self.relu(self.bn1(self.conv1(x)))
+        out = self.bn2(self.conv2(out))
+        out += identity
+        return self.relu(out)
+
+
+class ResNet(nn.Module):
+    def __init__(self, classes=4):
+        super().__init__()
+        self.stem = nn.Sequential(nn.Conv2d(3, 16, 3, 1, 1, bias=False), nn.BatchNorm2d(16),
+                                  nn.ReLU(inplace=True))
+        self.layer1 = nn.Sequential(BasicBlock(16, 16), BasicBlock(16, 16), BasicBlock(16, 16))
+        self.layer2 = nn.Sequential(BasicBlock(16, 32, 2), BasicBlock(32, 32), BasicBlock(32, 32))
+        self.head = nn.Linear(32, classes)
+
+    def forward(self, x):
+        return self.head(self.layer2(self.layer1(self.stem(x))).mean((2, 3)))
+
+
+def test_resnet_with_batchnorm_stays_clean(tmp_path):
+    torch.manual_seed(0)
+    model = ResNet()
+    g = torch.Generator().manual_seed(0)
+
+    def training():
+        opt = torch.optim.SGD(model.parameters(), lr=0.02, momentum=0.9)
+        for _ in range(30):
+            y = torch.randint(0, 4, (16,), generator=g)
+            x = torch.randn(16, 3, 12, 12, generator=g) + y.view(-1, 1, 1, 1) * 0.3
+            loss = F.cross_entropy(model(x), y)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+    # (layer2.0 changes shape: no block; the stages hold blocks: not blocks themselves)
+    assert_clean(observed(tmp_path, model, training),
+                 ["layer1.0", "layer1.1", "layer1.2", "layer2.1", "layer2.2"])
+
+
+class PreNormBlock(nn.Module):
+    def __init__(self, d=32, heads=4):
+        super().__init__()
+        self.ln1, self.ln2 = nn.LayerNorm(d), nn.LayerNorm(d)
+        self.attn = nn.MultiheadAttention(d, heads, batch_first=True)
+        self.mlp = nn.Sequential(nn.Linear(d, 4 * d), nn.GELU(), nn.Linear(4 * d, d))
+
+    def forward(self, x):
+        h = self.ln1(x)
+        x = x + self.attn(h, h, h, need_weights=False)[0]
+        return x + self.mlp(self.ln2(x))
+
+
+class TinyLM(nn.Module):
+    """GPT-style: small embeddings (std 0.02), so the first block's branch is many times its
+    input, as in GPT-2 at init: additive growth, not an explosion."""
+
+    def __init__(self, layer, depth=6, vocab=50, d=32, context=16):
+        super().__init__()
+        self.tok, self.pos = nn.Embedding(vocab, d), nn.Embedding(context, d)
+        nn.init.normal_(self.tok.weight, std=0.02)
+        nn.init.normal_(self.pos.weight, std=0.02)
+        self.blocks = nn.Sequential(*[layer() for _ in range(depth)])
+        self.ln, self.head = nn.LayerNorm(d), nn.Linear(d, vocab)
+
+    def forward(self, idx):
+        x = self.tok(idx) + self.pos(torch.arange(idx.shape[1]))
+        for block in self.blocks:
+            x = block(x)
+            x = x[0] if isinstance(x, tuple) else x
+        return self.head(self.ln(x))
+
+
+class TupleBlock(PreNormBlock):
+    """As Hugging Face's blocks: (hidden states, cache)."""
+
+    def forward(self, x):
+        return super().forward(x), None
+
+
+def _language(model, steps=40):
+    g = torch.Generator().manual_seed(0)
+    text = torch.randint(0, 50, (4000,), generator=g).remainder(7)
+
+    def training():
+        opt = torch.optim.AdamW(model.parameters(), lr=3e-3)
+        for _ in range(steps):
+            at = torch.randint(0, len(text) - 17, (8,), generator=g)
+            seq = torch.stack([text[i:i + 17] for i in at.tolist()])
+            loss = F.cross_entropy(model(seq[:, :-1]).reshape(-1, 50), seq[:, 1:].reshape(-1))
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+    return training
+
+
+@pytest.mark.parametrize("which", ["hand_written", "tuple_out", "torch_encoder_layer"])
+def test_pre_norm_transformers_stay_clean(tmp_path, which):
+    torch.manual_seed(0)
+    layer = {"hand_written": PreNormBlock, "tuple_out": TupleBlock}.get(which) or (
+        lambda: nn.TransformerEncoderLayer(32, 4, 64, dropout=0.0, batch_first=True,
+                                           norm_first=True))
+    model = TinyLM(layer)
+    assert_clean(observed(tmp_path, model, _language(model)), [f"blocks.{k}" for k in range(6)])
+
+
+class ZeroInitBlock(nn.Module):
+    def __init__(self, d=32):
+        super().__init__()
+        self.f = nn.Sequential(nn.Linear(d, d), nn.ReLU(), nn.Linear(d, d))
+        nn.init.zeros_(self.f[2].weight)
+        nn.init.zeros_(self.f[2].bias)
+
+    def forward(self, x):
+        return x + self.f(x)
+
+
+@pytest.mark.parametrize("optimizer", ["sgd", "adam"])
+def test_a_zero_init_residual_net_stays_clean_for_200_steps(tmp_path, optimizer):
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(8, 32), *[ZeroInitBlock() for _ in range(8)], nn.Linear(32, 1))
+    opt = torch.optim.SGD(model.parameters(), lr=0.01) if optimizer == "sgd" \
+        else torch.optim.Adam(model.parameters(), lr=1e-3)
+    events = observed(tmp_path, model, lambda: regress(
+        model, 200, opt, lambda g: torch.randn(128, 8, generator=g)))
+    assert_clean(events, [str(k) for k in range(1, 9)])
+
+
+def test_a_sequential_of_equal_shapes_is_not_a_block(tmp_path):
+    torch.manual_seed(0)
+    inner = nn.Sequential(nn.Linear(16, 16), nn.ReLU(), nn.Linear(16, 16))
+    model = nn.Sequential(inner, nn.ReLU(), nn.Linear(16, 1))
+    events = observed(tmp_path, model, lambda: regress(
+        model, 30, torch.optim.SGD(model.parameters(), lr=0.01),
+        lambda g: torch.randn(32, 16, generator=g)))
+    assert_clean(events, [])
+
+
+# ---- collapse -----------------------------------------------------------------------------------
+def test_a_branch_that_never_learns_collapses(tmp_path):
+    """Zero-initialised branches whose layers are in no optimizer: each block stays the
+    identity, so the residual path does nothing."""
+    torch.manual_seed(0)
+    blocks = [ZeroInitBlock() for _ in range(2)]
+    model = nn.Sequential(nn.Linear(8, 32), *blocks, nn.Linear(32, 1))
+    opt = torch.optim.Adam([*model[0].parameters(), *model[3].parameters()], lr=1e-3)
+    th = Thresholds().residual
+    events = observed(tmp_path, model, lambda: regress(
+        model, th.warmup + th.window + 5, opt, lambda g: torch.randn(32, 8, generator=g)))
+    for name in ("1", "2"):
+        seen = transitions(events, layer=name, signal="residual", to="collapsed")
+        assert seen and seen[0]["step"] == th.warmup, describe(events)
+        assert seen[0]["stats"]["branch_ratio"] == 0.0
