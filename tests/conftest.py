@@ -197,3 +197,22 @@ def run_python(script, *args, timeout=120, cwd=None):
     """Run `python SCRIPT ARGS...` plainly, for parity checks against `neuraldbg run`."""
     return subprocess.run([sys.executable, str(script), *map(str, args)], capture_output=True,
                           text=True, timeout=timeout, cwd=cwd, env=ENV)
+
+
+@pytest.fixture
+def one_thread():
+    """Small models: a second thread only adds contention on a busy CI machine."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+def observed(tmp_path, model, training) -> list:
+    """Run `training()` under NeuralDbg(model); the trace's events."""
+    from neuraldbg_cli import NeuralDbg
+
+    trace = tmp_path / "t.jsonl"
+    with NeuralDbg(model, trace=str(trace)):
+        training()
+    return trace_events(trace)

@@ -20,31 +20,15 @@ from conftest import (
     describe,
     failures,
     most_changes,
+    observed,
     run_neuraldbg,
-    trace_events,
     transitions,
 )
-from neuraldbg_cli import NeuralDbg
 from neuraldbg_cli.observe.detectors.base import Observation
 from neuraldbg_cli.observe.detectors.norm import NormDetector
 from neuraldbg_cli.thresholds import Thresholds
 
-
-@pytest.fixture(autouse=True)
-def one_thread():
-    """Small models: a second thread only adds contention on a busy CI machine."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
-def observed(tmp_path, model, training):
-    """Run `training()` under NeuralDbg(model); the trace's events."""
-    trace = tmp_path / "t.jsonl"
-    with NeuralDbg(model, trace=str(trace)):
-        training()
-    return trace_events(trace)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def assert_clean(events, *, norm_layers=()):

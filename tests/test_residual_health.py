@@ -10,8 +10,16 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from conftest import FAILURE_STATES, SAMPLES, describe, run_neuraldbg, trace_events, transitions
-from neuraldbg_cli import NeuralDbg
+from conftest import (
+    FAILURE_STATES,
+    MAX_CHANGES,
+    SAMPLES,
+    describe,
+    most_changes,
+    observed,
+    run_neuraldbg,
+    transitions,
+)
 from neuraldbg_cli.explain.analysis import analyze
 from neuraldbg_cli.observe.detectors.base import Observation
 from neuraldbg_cli.observe.detectors.residual import ResidualDetector
@@ -19,21 +27,7 @@ from neuraldbg_cli.observe.residual import is_sum_of
 from neuraldbg_cli.thresholds import Thresholds
 from neuraldbg_cli.trace import read_trace
 
-
-@pytest.fixture(autouse=True)
-def one_thread():
-    """Small models: a second thread only adds contention on a busy CI machine."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
-def observed(tmp_path, model, training):
-    trace = tmp_path / "t.jsonl"
-    with NeuralDbg(model, trace=str(trace)):
-        training()
-    return trace_events(trace)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def assert_clean(events, blocks=()):
@@ -121,6 +115,7 @@ def test_deep_residual_stream_flagged_from_the_first_block_at_step_0(deep):
     # every block of the run, none of the layers inside the blocks, is a residual block
     blocks = {t["layer"] for t in transitions(events, signal="residual")}
     assert blocks == {f"blocks.{k}" for k in range(40)}, sorted(blocks)
+    assert most_changes(events)[0] <= MAX_CHANGES, most_changes(events)
 
 
 def test_explain_names_the_first_block_not_the_output_layer(deep):
@@ -143,6 +138,7 @@ def test_the_zero_init_twin_stays_clean(tmp_path):
                                  options=("--fail-on", "none"))
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert_clean(events, blocks=[f"blocks.{k}" for k in range(40)])
+    assert most_changes(events)[0] <= MAX_CHANGES, most_changes(events)
 
 
 # ---- healthy residual nets --------------------------------------------------------------------
