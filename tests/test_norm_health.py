@@ -319,6 +319,8 @@ def test_unshuffled_sample_drifts_and_explain_blames_the_batches(tmp_path):
         ("drift", "1", "norm", "input_data"), top
     assert top["confidence"] >= 0.5 and "shuffle" in top["fix"].lower(), top
     assert any("running standard deviations" in e for e in top["evidence"]), top
+    # the targets the loss call saw say why: every batch is of one class
+    assert any("every batch sampled held a single class" in e for e in top["evidence"]), top
 
 
 @pytest.mark.e2e
@@ -331,6 +333,9 @@ def test_shuffled_twin_has_no_norm_transition(tmp_path):
     assert {t["layer"] for t in norm} == {"1", "4"}
     assert all(t["from"] is None and t["to"] == "normal" for t in norm), describe(events)
     assert "evaluation accuracy 1.000" in proc.stdout
+    classes = [e["stats"]["target_classes"] for e in events
+               if e["event"] == "summary" and e["layer"] == "(output)"]
+    assert classes and min(classes) >= 8, classes          # mixed batches: most of the 10
 
 
 # ---- explain on hand-made traces --------------------------------------------------------------

@@ -305,3 +305,19 @@ def test_a_sharded_layers_gradient_is_told_over_all_ranks(tmp_path):
     assert "net.2 is sharded (FSDP): its whole gradient norm was 0.5 at step 10, rank 0's " \
         "shard 0.3" in top.evidence, top.evidence
     assert not any("sharded" in e for e in explained(sharded=False).evidence)  # replicated
+
+
+def test_batchnorm_drift_names_batches_of_few_classes(tmp_path):
+    """The loss call's targets at the summary steps: 2 of 10 classes a batch is said; most of
+    the classes a batch says nothing."""
+    def evidence(counts):
+        t = TraceMaker([("0", "Linear", "param"), ("1", "BatchNorm1d", "other")])
+        for step, n in enumerate(counts):
+            t.events.append({"event": "summary", "step": 10 * step, "layer": "(output)",
+                             "stats": {"target_classes": n, "units": 10, "rows": 64}})
+        t.tr(20, "1", "drift", signal="norm", drift=1.2, drift_median=1.1, per_channel=64,
+             batch=64)
+        return explain(tmp_path, t.end(60)).hypotheses[0].evidence
+
+    assert any("held 2 of the 10 classes" in e for e in evidence([2, 2, 3])), evidence([2, 2, 3])
+    assert not any("classes" in e for e in evidence([9, 10, 9]))

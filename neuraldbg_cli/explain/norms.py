@@ -53,6 +53,7 @@ def batch_statistics(ep, ctx):
                  f"({first}) among them")
         evidence.append(f"of the model's {len(batchnorms)} BatchNorm layers {which}: the batches "
                         "differ before the model transforms them")
+    evidence += _classes(ctx.runs[ep.run], ep.onset + _window(ctx, ep.run))
     evidence.append("BatchNorm evaluates with its running statistics, which follow these batches "
                     "in turn: accuracy in eval() mode suffers even where the training loss looks fine")
     if tiny:
@@ -63,6 +64,24 @@ def batch_statistics(ep, ctx):
     return Finding("input_data", 0.9, "each batch's statistics lie far from BatchNorm's running "
                    "statistics, so the batches are not fair samples of the data (not shuffled, or "
                    "ordered by class)", tuple(evidence), _FIX_SHUFFLE)
+
+
+def _classes(run, until: int) -> list:
+    """A line on the classes in the batches' targets up to step `until` (the loss call's
+    sampled rows, at the summary steps), where they hold far fewer than the model outputs."""
+    seen = [(n, units, rows) for step, (n, units, rows) in sorted(run.classes.items())
+            if step <= until]
+    if not seen or seen[0][1] < 2:
+        return []
+    counts, units, rows = sorted(n for n, _, _ in seen), seen[-1][1], seen[-1][2]
+    typical = counts[len(counts) // 2]
+    if counts[-1] == 1:
+        return [f"every batch sampled held a single class (targets of {rows} rows, at "
+                f"{len(seen)} steps, each one class of the {units} the model outputs)"]
+    if typical * 2 <= units and rows >= 2 * units:
+        return [f"the batches sampled held {typical} of the {units} classes (median over "
+                f"{len(seen)} steps, {rows} rows each)"]
+    return []
 
 
 def _thresholds(ctx, run: int) -> dict:

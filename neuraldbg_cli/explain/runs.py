@@ -6,7 +6,7 @@ import bisect
 from dataclasses import dataclass
 
 from .. import states
-from ..trace import Trace
+from ..trace import OUTPUT_LAYER, Trace
 
 ACT = states.ACTIVATION.name
 GRAD = states.GRADIENT.name
@@ -14,7 +14,7 @@ GRAD = states.GRADIENT.name
 
 KEPT_EPISODES = 8   # per layer and signal; later ones fold into the last (a flapping layer)
 MAX_NOTES = 100     # warnings kept per run: those near an onset are quoted as evidence
-MAX_SHARD_POINTS = 200_000  # sharded layers' gradient norms kept per run (the summaries')
+MAX_SHARD_POINTS = 200_000  # summary numbers kept per run, each kind (FSDP norms, classes)
 
 
 class Track:
@@ -82,6 +82,7 @@ class Run:
     thresholds: dict        # run_start's effective thresholds ({} if not given)
     observed: dict          # layer -> the signals watching it, as the model events list them
     shards: dict            # (layer, step) -> this rank's shard's gradient norm (FSDP layers)
+    classes: dict           # step -> (classes in the targets sampled, output units, rows)
 
     @property
     def last_step(self) -> int:
@@ -130,7 +131,7 @@ def digest(trace: Trace) -> Run:
     """One pass over the events: per layer and signal a bounded Track, the run's facts."""
     start, end, models, hparams, notes = {}, {}, [], [], []
     observed: dict = {}
-    sharded, shards = set(), {}
+    sharded, shards, classes = set(), {}, {}
     tracks: dict = {}
     reached: set = set()
     seen = 0
@@ -149,10 +150,15 @@ def digest(trace: Trace) -> Run:
         elif kind == "summary":     # (the curves: their step, a killed run's last; sharded
             if is_int(e.get("step")):   # layers' gradient norms, to combine across ranks)
                 seen = max(seen, e["step"])
+                stats = _get(e, "stats", _dict, {})
                 if e.get("layer") in sharded and len(shards) < MAX_SHARD_POINTS:
-                    norm = _get(e, "stats", _dict, {}).get("grad_norm")
+                    norm = stats.get("grad_norm")
                     if is_number(norm):
                         shards[(e["layer"], e["step"])] = norm
+                elif e.get("layer") == OUTPUT_LAYER and len(classes) < MAX_SHARD_POINTS \
+                        and all(is_number(stats.get(k)) and 0 <= stats[k] < 1e12
+                                for k in ("target_classes", "units", "rows")):
+                    classes[e["step"]] = tuple(int(stats[k]) for k in ("target_classes", "units", "rows"))
         elif kind == "hparams" and is_int(e.get("step")) and isinstance(e.get("lr"), list):
             hparams.append(e)
             seen = max(seen, e["step"])
@@ -177,7 +183,7 @@ def digest(trace: Trace) -> Run:
         layers=[l for m in models for l in m], models=models,
         hparams=sorted(hparams, key=lambda e: e["step"]), tracks=tracks, reached=reached,
         seen_step=seen, notes=notes, thresholds=_get(start, "thresholds", _dict, {}),
-        observed=observed, shards=shards)
+        observed=observed, shards=shards, classes=classes)
 
 
 def _observe(observed: dict, layers: list) -> None:

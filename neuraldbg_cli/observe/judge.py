@@ -112,7 +112,7 @@ class StepJudge:
                             keep.add(rec, "grad_norm", norm)
             del values[:k]
         if facts is not None:
-            self._judge_step(facts, told, step)
+            self._judge_step(facts, told, step, keep)
         if loss is not None and self.loss_summaries.due(step):
             if keep is None:
                 keep = Summary(step)
@@ -194,9 +194,10 @@ class StepJudge:
             self._observe(rec, rec.on_update, x, step)
         return found
 
-    def _judge_step(self, facts, told: tuple, step: int) -> None:
+    def _judge_step(self, facts, told: tuple, step: int, keep=None) -> None:
         """The pseudo-layers (loss), (loop) and (output), and the layers outside every
-        optimizer; `told`: the values of the step's facts (StepFacts.values)."""
+        optimizer; `told`: the values of the step's facts (StepFacts.values); `keep`, the
+        step's Summary, gets the classes in the targets (explain: batches of one class)."""
         loss, first_grad, call = told
         reg = self.registry
         if loss is not None and reg.loss.on_output:
@@ -208,6 +209,9 @@ class StepJudge:
             self._observe(reg.loop, reg.loop.on_output, x, step)
         if call is not None and reg.output.on_output:
             self._observe(reg.output, reg.output.on_output, _of_step(OUTPUT_KIND, None, call), step)
+            if keep is not None and call.get("target_classes") is not None:
+                for key in ("target_classes", "units", "rows"):
+                    keep.add(reg.output, key, call.get(key))
         for rec in facts.uncovered:
             self._observe(rec, rec.on_update, _of_step(rec.kind, None, _IN_NO_OPTIMIZER), step)
 
