@@ -8,6 +8,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from blocks import BasicBlock
 from conftest import trace_events
 from neuraldbg_cli import NeuralDbg
 
@@ -162,23 +163,6 @@ def test_gradient_checkpointing_recomputation_is_not_a_model_call(tmp_path, hook
     assert len([e for e in events if e["event"] == "model"]) == 1
     layers = {e["layer"] for e in events if e["event"] == "summary"}
     assert {"emb", "blocks.0.0", "blocks.1.2", "head"} <= layers
-
-
-class BasicBlock(nn.Module):
-    """As torchvision.models.resnet.BasicBlock: one `self.relu` called twice."""
-
-    def __init__(self, c):
-        super().__init__()
-        self.conv1 = nn.Conv2d(c, c, 3, padding=1, bias=False)
-        self.bn1 = nn.BatchNorm2d(c)
-        self.relu = nn.ReLU(inplace=True)
-        self.conv2 = nn.Conv2d(c, c, 3, padding=1, bias=False)
-        self.bn2 = nn.BatchNorm2d(c)
-
-    def forward(self, x):
-        out = self.relu(self.bn1(self.conv1(x)))
-        out = self.bn2(self.conv2(out))
-        return self.relu(out + x)
 
 
 def resnet():

@@ -12,6 +12,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
+from blocks import BasicBlock, PreNormBlock
 from conftest import (
     ENV,
     FAILURE_STATES,
@@ -126,24 +127,6 @@ def test_class_ordered_batches_drift_and_shuffled_ones_do_not(tmp_path):
                  norm_layers=("1", "4"))
 
 
-class BasicBlock(nn.Module):
-    """torchvision's ResNet BasicBlock (torchvision is not installed here)."""
-
-    def __init__(self, cin, cout, stride=1):
-        super().__init__()
-        self.conv1 = nn.Conv2d(cin, cout, 3, stride, 1, bias=False)
-        self.bn1 = nn.BatchNorm2d(cout)
-        self.conv2 = nn.Conv2d(cout, cout, 3, 1, 1, bias=False)
-        self.bn2 = nn.BatchNorm2d(cout)
-        self.down = None if stride == 1 and cin == cout else nn.Sequential(
-            nn.Conv2d(cin, cout, 1, stride, bias=False), nn.BatchNorm2d(cout))
-
-    def forward(self, x):
-        out = F.relu(self.bn1(self.conv1(x)))
-        out = self.bn2(self.conv2(out))
-        return F.relu(out + (x if self.down is None else self.down(x)))
-
-
 class ResNet(nn.Module):
     def __init__(self, classes=4):
         super().__init__()
@@ -183,7 +166,7 @@ def test_resnet_with_batchnorm_and_evaluation_passes_stays_clean(tmp_path):
     events = observed(tmp_path, model, lambda: classify(
         model, images(), 40, torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9),
         every=5, evaluate=evaluate))
-    assert_clean(events, norm_layers=("stem.1", "layers.0.bn1", "layers.1.down.1"))
+    assert_clean(events, norm_layers=("stem.1", "layers.0.bn1", "layers.1.downsample.1"))
 
 
 def test_batchnorm_in_train_mode_under_no_grad_between_steps_stays_clean(tmp_path):
@@ -232,19 +215,6 @@ def test_momentum_none_and_untracked_statistics_stay_clean(tmp_path):
     events = observed(tmp_path / "b", model, lambda: classify(model, clusters(), 30))
     assert_clean(events)
     assert not transitions(events, signal="norm"), describe(events)     # nothing to compare
-
-
-class PreNormBlock(nn.Module):
-    def __init__(self, d=32, heads=4):
-        super().__init__()
-        self.ln1, self.ln2 = nn.LayerNorm(d), nn.LayerNorm(d)
-        self.attn = nn.MultiheadAttention(d, heads, batch_first=True)
-        self.mlp = nn.Sequential(nn.Linear(d, 4 * d), nn.GELU(), nn.Linear(4 * d, d))
-
-    def forward(self, x):
-        h = self.ln1(x)
-        x = x + self.attn(h, h, h, need_weights=False)[0]
-        return x + self.mlp(self.ln2(x))
 
 
 class TinyLM(nn.Module):

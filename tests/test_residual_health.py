@@ -10,6 +10,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
+from blocks import BasicBlock, PreNormBlock
 from conftest import (
     FAILURE_STATES,
     MAX_CHANGES,
@@ -142,25 +143,6 @@ def test_the_zero_init_twin_stays_clean(tmp_path):
 
 
 # ---- healthy residual nets --------------------------------------------------------------------
-class BasicBlock(nn.Module):
-    """torchvision's ResNet BasicBlock, as it is written there (in-place add and ReLU)."""
-
-    def __init__(self, cin, cout, stride=1):
-        super().__init__()
-        self.conv1 = nn.Conv2d(cin, cout, 3, stride, 1, bias=False)
-        self.bn1 = nn.BatchNorm2d(cout)
-        self.relu = nn.ReLU(inplace=True)
-        self.conv2 = nn.Conv2d(cout, cout, 3, 1, 1, bias=False)
-        self.bn2 = nn.BatchNorm2d(cout)
-        self.downsample = None if stride == 1 and cin == cout else nn.Sequential(
-            nn.Conv2d(cin, cout, 1, stride, bias=False), nn.BatchNorm2d(cout))
-
-    def forward(self, x):
-        identity = x if self.downsample is None else self.downsample(x)
-        out = self.relu(self.bn1(self.conv1(x)))
-        out = self.bn2(self.conv2(out))
-        out += identity
-        return self.relu(out)
 
 
 class ResNet(nn.Module):
@@ -193,19 +175,6 @@ def test_resnet_with_batchnorm_stays_clean(tmp_path):
     # (layer2.0 changes shape: no block; the stages hold blocks: not blocks themselves)
     assert_clean(observed(tmp_path, model, training),
                  ["layer1.0", "layer1.1", "layer1.2", "layer2.1", "layer2.2"])
-
-
-class PreNormBlock(nn.Module):
-    def __init__(self, d=32, heads=4):
-        super().__init__()
-        self.ln1, self.ln2 = nn.LayerNorm(d), nn.LayerNorm(d)
-        self.attn = nn.MultiheadAttention(d, heads, batch_first=True)
-        self.mlp = nn.Sequential(nn.Linear(d, 4 * d), nn.GELU(), nn.Linear(4 * d, d))
-
-    def forward(self, x):
-        h = self.ln1(x)
-        x = x + self.attn(h, h, h, need_weights=False)[0]
-        return x + self.mlp(self.ln2(x))
 
 
 class TinyLM(nn.Module):
