@@ -20,7 +20,8 @@ from browser import need_chromium, render, screenshot
 from conftest import ENV, REPO, SAMPLES, run_neuraldbg
 from neuraldbg_cli import states
 from neuraldbg_cli.publish import html as report_html
-from neuraldbg_cli.publish.html import MAX_POINTS, build, embed, write_report
+from neuraldbg_cli.publish.html import MAX_POINTS, build, write_report
+from neuraldbg_cli.publish.page import embed
 from tracemaker import MLP, TraceMaker, dying_relu
 
 # The tracemaker's dying_relu story as explain tells it (tests/test_explain.py).

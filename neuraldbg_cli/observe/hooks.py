@@ -8,17 +8,15 @@ honoured in eager, compiled and DDP-wrapped models alike, and come with removabl
 from __future__ import annotations
 
 import gc
-import weakref
 
 import torch
-from torch import nn
 from torch.optim.optimizer import Optimizer
 
-from . import naming
 from .accumulator import first_tensor
 from .installed import Installed
 from .layers import MAX_SITES
 from .optimizer_hooks import OptimizerHooks
+from .outermost import OutermostHooks
 from .residual import UNSEEN, block_of
 
 # Bound once: the hooks run for every module call (dynamo knows these functions by identity).
@@ -26,11 +24,10 @@ _is_compiling = torch.compiler.is_compiling
 _grad_enabled = torch.is_grad_enabled
 _graph_task = getattr(torch._C, "_current_graph_task_id", lambda: -1)  # -1: not in backward
 _Tensor = torch.Tensor
-_Loss = nn.modules.loss._Loss
 _NO_KWARGS: dict = {}
 
 
-class Hooks(OptimizerHooks):
+class Hooks(OptimizerHooks, OutermostHooks):
     """Records what each call and each optimizer step brings, for the step end to judge.
 
     Everything the per-call hook reads is an attribute of this object (one lookup each):
@@ -163,16 +160,7 @@ class Hooks(OptimizerHooks):
             if y is None or not acc.add_output(y, eager):
                 return
             if rec.wants_input and args:
-                x = args[0]
-                # Data straight from the loader does not require grad: its zero features
-                # (one-hot, padding) are not dead units. A computed input is checked (that
-                # is how F.relu(...) is seen), unless it is the very output of the layer
-                # observed just before, whose own numbers already judge it (eager only).
-                last = self._last_leaf if eager else None
-                if not (last is not None and last[1] is x and not last[0].transparent) \
-                        and isinstance(x, _Tensor) and x.requires_grad and x.is_floating_point():
-                    acc.add_input(x)
-                    self.inputs_checked = True
+                self._input_of(acc, args[0], eager)
             if eager:
                 self._last_leaf = (rec, y)
             if first:
@@ -183,6 +171,17 @@ class Hooks(OptimizerHooks):
                 self._fault(f"monitoring of a {type(module).__name__} switched off", e)
             else:
                 self.disable(module, rec, e)
+
+    def _input_of(self, acc, x, eager: bool) -> None:
+        """A layer's input, for its dead units. Data straight from the loader does not
+        require grad: its zero features (one-hot, padding) are not dead units. A computed
+        input is checked (that is how F.relu(...) is seen), unless it is the very output of
+        the layer observed just before, whose own numbers already judge it (eager only)."""
+        last = self._last_leaf if eager else None
+        if not (last is not None and last[1] is x and not last[0].transparent) \
+                and isinstance(x, _Tensor) and x.requires_grad and x.is_floating_point():
+            acc.add_input(x)
+            self.inputs_checked = True
 
     def _residual(self, module, rec, args, output) -> None:
         """A container's call in training: a residual block's branch and skip, its first
@@ -212,83 +211,6 @@ class Hooks(OptimizerHooks):
                 site.seen_in = forward
                 return site
             k += 1
-
-    # ---- once per forward, once per optimizer step --------------------------------------
-    def _outermost_return(self, module, output, kwargs) -> None:
-        if self._input_in_kwargs:
-            # model(**batch), as Hugging Face's Trainer calls it: the input is the first
-            # floating-point tensor passed by keyword (pixel_values, inputs_embeds, ...)
-            self._input_in_kwargs = False
-            x = next((v for v in kwargs.values()
-                      if isinstance(v, _Tensor) and v.is_floating_point()), None)
-            if x is not None:
-                self._observe_input(x, first=True)
-        last = self._last_leaf
-        if last is not None and not last[0].is_output and first_tensor(output) is last[1]:
-            # The model's own output layer: a sigmoid there saturating is a confident
-            # prediction, the aim of training, not a failure.
-            last[0].is_output = True
-        clock = self.clock
-        if clock.optimizers_created == 0 and clock.optim.primary is None and self.active \
-                and torch.is_grad_enabled() and module.training:
-            # no optimizer (yet): each outermost forward with gradients is a step
-            clock.pending_end = True
-
-    def _outermost_call(self, module, args):
-        if self.clock.pending_end:
-            self._end_step()
-            if not self.active:
-                return
-        if isinstance(module, _Loss) or not torch.is_grad_enabled():
-            return
-        if _graph_task() != -1:
-            # Called during backward: gradient checkpointing running a block again. Not a
-            # model call: its input is a hidden state, and the block already has its name.
-            return
-        self._forwards += 1                 # (a new forward: call sites count from the first)
-        if not module.training:
-            self.eval_roots[id(module)] = weakref.ref(module)
-        elif self.eval_roots:
-            self.eval_roots.pop(id(module), None)
-        reg = self.registry
-        if reg.allowed is not None and id(module) not in reg.allowed \
-                and naming.unwrap(module) is not reg.model:
-            return
-        root = self._roots.get(id(module))
-        if root is None or root() is not module:
-            if next(module.parameters(), None) is None:
-                # Parameter-free modules called on their own (nn.Softmax()(logits) in a loop)
-                # are post-processing, not a model: neither a root nor layers of one.
-                for m in module.modules():
-                    reg.skip(m)
-                return
-            reg.add_root_safely(module)
-        if not self.observing:
-            return
-        x = first_tensor(args)
-        if x is not None:
-            self._observe_input(x)
-        else:
-            self._input_in_kwargs = True        # (read when the call returns, from kwargs)
-
-    def _observe_input(self, x, first: bool = False) -> None:
-        """The outermost module's input, as the pseudo-layer (input); `first`: put it before
-        the layers already touched (it is read after them, when the call returns)."""
-        inp = self._input
-        if not inp.skip:
-            new = not inp.acc.numel
-            try:
-                if not inp.acc.add_output(x, defer=True):
-                    return
-            except Exception as e:  # noqa: BLE001
-                inp.skip = True
-                self.disable(None, inp, e)
-                return
-            if new:
-                if first:
-                    self.touched.insert(0, inp)
-                else:
-                    self.touched.append(inp)
 
     def disable(self, module, rec, error) -> None:
         """Switch off one layer after a fault in its monitoring."""

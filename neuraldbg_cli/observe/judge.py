@@ -12,15 +12,16 @@ from .residual import residual_facts, residual_tensors
 from .stats import collect, grad_values, layer_norm, unit_shares
 from .summaries import Summary, SummaryClock
 from .updates import UpdateBatch, ratios
+from .verdicts import Verdicts
 
 # A NamedTuple's own __new__ is a Python function; tuple.__new__ builds the same record in C
 # (this runs for every layer at every step).
 _new = tuple.__new__
 
 
-class StepJudge:
-    """Hands each layer's numbers to the detectors that watch it, and writes what changed.
-    A detector that raises is switched off, with a warning; the others go on."""
+class StepJudge(Verdicts):
+    """Hands each layer's numbers to the detectors that watch it (verdicts.py writes what
+    changed)."""
 
     def __init__(self, thresholds, registry, emit, fault, readout: Readout | None = None):
         self.tail = thresholds.smooth.tail
@@ -215,41 +216,6 @@ class StepJudge:
         for rec in facts.uncovered:
             self._observe(rec, rec.on_update, _of_step(rec.kind, None, _IN_NO_OPTIMIZER), step)
 
-    def _observe(self, rec, watchers: list, x, step: int) -> None:
-        for detector, history, tracker in watchers:
-            try:
-                state, extra = detector.judge(x, history)
-                detector.remember(x, history)
-                if state != tracker.steady:
-                    self._changed(rec, detector, tracker, x, state, extra, step)
-            except Exception as e:  # noqa: BLE001 - only this detector stops
-                self._switch_off(detector, e)
-
-    def _changed(self, rec, detector, tracker, x, state: str, extra: dict, step: int) -> None:
-        """A layer's state differs from its steady one: update its tracker."""
-        urgent = extra.pop("urgent", False) if extra else False
-        t = tracker.update(step, state, detector.evidence(x, extra), urgent)
-        if t is not None:
-            self.write(rec, detector.signal.name, t)
-
-    def _switch_off(self, detector, error: BaseException) -> None:
-        """No layer is handed to `detector` again, those registered later included."""
-        reg = self.registry
-        if detector in reg.detectors:
-            reg.detectors.remove(detector)
-        for rec in reg.layers():
-            rec.watching = [w for w in rec.watching if w.detector is not detector]
-            rec.on_output = [w for w in rec.on_output if w.detector is not detector]
-            rec.on_grad = [w for w in rec.on_grad if w.detector is not detector]
-            rec.on_update = [w for w in rec.on_update if w.detector is not detector]
-            rec.on_norm = [w for w in rec.on_norm if w.detector is not detector]
-        self.fault(f"{detector.signal.name} detector switched off", error)
-
-    def write(self, rec, signal: str, t) -> None:
-        self.emit({"event": "transition", "step": t.step, "layer": self.registry.name_of(rec),
-                   "module_type": rec.module_type, "kind": rec.kind, "signal": signal,
-                   "from": t.previous, "to": t.state, "stats": _rounded(t.stats)})
-
 
 def _of_step(kind: str, loss, facts) -> Observation:
     """An Observation of a step-level signal: only its loss and facts (built in C)."""
@@ -260,8 +226,3 @@ def _of_step(kind: str, loss, facts) -> Observation:
 _NO_GRAD = {"no_grad": True}
 _SEVERAL = {"several": True}
 _IN_NO_OPTIMIZER = {"in_no_optimizer": True}
-
-
-def _rounded(stats: dict) -> dict:
-    return {k: (float(f"{v:.6g}") if isinstance(v, float) and math.isfinite(v) else v)
-            for k, v in stats.items()}

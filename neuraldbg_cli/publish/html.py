@@ -2,43 +2,34 @@
 
 The page is the verdict and the ranked hypotheses as `explain` prints them, a layer x step
 timeline of states (the ranks of a distributed run as lanes), the loss curve and each layer's
-summary numbers with its transitions marked. Python gathers the data (bounded: a long run
-costs what a short one does, give or take), report.js draws it on canvases.
+summary numbers with its transitions marked. Python gathers the data here (bounded: a long
+run costs what a short one does, give or take; the curves in curves.py), page.py embeds it
+in the page and writes the file, report.js draws it on canvases.
 
 A trace is data from elsewhere: every string in it reaches the page only as JSON inside
 `<script type="application/json">` (with `<`, `>` and `&` escaped, so no string can close the
 element), and report.js inserts it with textContent. A Content-Security-Policy that allows
-only this page's own script (by hash) and no network backs that up. Torch-free."""
+only this page's own script (by hash) and no network backs that up (page.py). Torch-free."""
 from __future__ import annotations
 
-import base64
-import hashlib
-import json
-import os
-import re
-import tempfile
-from importlib import resources
-from pathlib import Path
-
 from .. import __version__, states
-from ..errors import InputError, check_writable
+from ..errors import InputError
 from ..explain import report as text_report
 from ..explain.analysis import analyze
 from ..explain.hypothesis import to_dict
 from ..explain.runs import mixed
 from ..inert import inert
 from ..trace import LOSS_LAYER, PSEUDO_LAYERS, iter_events, open_trace
+from .curves import MAX_POINTS, MAX_STAT_KEYS, Curves, number
+from .page import check_output, render, write
 from .report_colors import css_color
 
 FORMAT = 1              # of the embedded JSON document (report.js reads `format`)
-MAX_POINTS = 1000       # per layer curve and run: more is not visible, and costs load time
 TOTAL_POINTS = 500_000  # over all curves: a model of thousands of layers gets fewer per layer
 MIN_POINTS = 100        # (but never fewer than this)
-MAX_STAT_KEYS = 12      # numbers kept per summary (a summary holds at most 6 today)
 MAX_STAT_TEXT = 80      # characters of a string value in a transition's stats
 MAX_ORIGINS = 200       # hypotheses embedded in full; the rest are counted (explain --json has all)
 MAX_CONSEQUENCES = 50   # per origin
-NONFINITE = ("nan", "inf", "-inf")      # how the trace writes them (JSON has no NaN)
 
 
 def write_report(traces: list[str], output: str) -> None:
@@ -47,7 +38,7 @@ def write_report(traces: list[str], output: str) -> None:
     in -o does not cost a read of a large trace."""
     if not traces:
         raise InputError("report: give at least one trace")
-    _check_output(output, traces)
+    check_output(output, traces)
     for path in traces:     # the first event of each: not found / not a trace, before the slow pass
         events = iter_events(path, [])
         try:
@@ -55,7 +46,7 @@ def write_report(traces: list[str], output: str) -> None:
         finally:
             events.close()
     page = render(build(traces))
-    _write(output, page)
+    write(output, page)
 
 
 def build(paths: list[str]) -> dict:
@@ -77,7 +68,7 @@ def build(paths: list[str]) -> dict:
     curve_order: indices into layers, the order of the curve cards; loss: the index of the
     (loss) layer when it has a curve, else null; step_sets: the curves' step lists."""
     traces = [open_trace(p) for p in paths]
-    curves = [_Curves() for _ in paths]
+    curves = [Curves() for _ in paths]
     for trace, sink in zip(traces, curves):
         # One pass: analyze consumes the events and the summaries are picked off on the way,
         # so a 100k-step trace is parsed once, not twice.
@@ -113,106 +104,6 @@ def build(paths: list[str]) -> dict:
         else None,
         "step_sets": step_sets,
     }
-
-
-# ---- summaries ---------------------------------------------------------------------------------
-class _Curve:
-    """One layer's summaries in one run, bounded: past MAX_POINTS every other point is dropped
-    and only every 2nd (4th, ...) one after is kept, so the points stay evenly spread over the
-    run whatever its length; the last summary is always kept (where a crashed run ended)."""
-
-    __slots__ = ("steps", "rows", "stride", "seen", "last")
-
-    def __init__(self):
-        self.steps, self.rows = [], []
-        self.stride, self.seen, self.last = 1, 0, None
-
-    def add(self, step: int, stats: dict) -> None:
-        if self.seen % self.stride == 0:
-            self.steps.append(step)
-            self.rows.append(stats)
-            if len(self.steps) > MAX_POINTS:
-                self.steps, self.rows = self.steps[::2], self.rows[::2]
-                self.stride *= 2
-        self.last = (step, stats)
-        self.seen += 1
-
-    def columns(self, most: int = MAX_POINTS) -> dict | None:
-        """{"steps": [...], "stats": {name: [value or null, ...]}}, in step order, at most
-        about `most` points (every k-th, and the last); None when no summary held a number.
-        Values are cleaned here, for the points kept only."""
-        every = -(-len(self.steps) // most)
-        points = list(zip(self.steps[::every], self.rows[::every]))
-        if self.last is not None and self.last[0] > points[-1][0]:
-            points.append(self.last)
-        points.sort(key=lambda p: p[0])     # a hand-made trace may not be in step order
-        points = [(s, row) for s, row in ((s, _clean(row)) for s, row in points) if row]
-        if not points:
-            return None
-        keys = list(dict.fromkeys(k for _, row in points for k in row))[:MAX_STAT_KEYS]
-        return {"steps": [s for s, _ in points],
-                "stats": {inert(k): [row.get(k) for _, row in points] for k in keys}}
-
-
-class _Curves:
-    """The summaries of one trace, per layer, taken from the events as they go by."""
-
-    def __init__(self):
-        self.layers: dict = {}
-        self.skipped = 0
-        self.last = 0           # the largest summary step: a crashed run's curves go past its end
-
-    def tap(self, events):
-        """The events, unchanged, keeping the summaries on the way. Summaries are not checked by
-        the reader (trace_shapes): a malformed one is skipped here. (Hot: one turn per line of
-        the trace, hence exact type checks and no call per event.)"""
-        layers = self.layers
-        for e in events:
-            if e.get("event") == "summary":
-                step, layer, stats = e.get("step"), e.get("layer"), e.get("stats")
-                if type(step) is not int or step < 0 or type(layer) is not str or type(stats) is not dict:
-                    self.skipped += 1
-                else:
-                    if len(stats) > MAX_STAT_KEYS:
-                        stats = dict(list(stats.items())[:MAX_STAT_KEYS])
-                    if step > self.last:
-                        self.last = step
-                    curve = layers.get(layer)
-                    if curve is None:
-                        curve = layers[layer] = _Curve()
-                    curve.add(step, stats)
-            yield e
-
-    def notes(self) -> list:
-        return [f"{self.skipped} malformed summary events skipped"] if self.skipped else []
-
-
-def _clean(stats: dict) -> dict:
-    return {k: n for k, v in stats.items() if (n := _number(v)) is not None}
-
-
-def _number(v):
-    """A summary value as embedded, or None (skipped): numbers as the trace has them (the
-    monitor writes 4 significant digits; the count of points bounds the rest), NaN and
-    infinities as the trace's strings. Called for every point kept: the common case first."""
-    t = type(v)
-    if t is float:
-        if v - v == 0.0:        # finite (NaN - NaN and inf - inf are NaN)
-            return v
-        return "nan" if v != v else "inf" if v > 0 else "-inf"
-    if t is int:
-        if -_EXACT < v < _EXACT:
-            return v
-        try:
-            return float(v)
-        except OverflowError:   # past float range too
-            return "inf" if v > 0 else "-inf"
-    if t is str:
-        return v if v in NONFINITE else None
-    return None     # bool, null, lists, objects
-
-
-_EXACT = 1 << 53    # ints past this are not exact in JavaScript: embedded as floats
 
 
 # ---- layers: timeline lanes and curves -----------------------------------------------------------
@@ -278,7 +169,7 @@ def _stats(stats) -> dict:
     for k, v in list(stats.items())[:MAX_STAT_KEYS]:
         if isinstance(v, str):
             out[inert(k)] = inert(v[:MAX_STAT_TEXT])
-        elif (n := _number(v)) is not None:
+        elif (n := number(v)) is not None:
             out[inert(k)] = n
     return out
 
@@ -362,68 +253,3 @@ def _signals(runs) -> dict:
     return out
 
 
-# ---- the page -------------------------------------------------------------------------------------
-def render(doc: dict) -> str:
-    """The HTML page: style, data and script inline, nothing fetched."""
-    files = resources.files(__package__)
-    css = files.joinpath("report.css").read_text(encoding="utf-8")
-    js = files.joinpath("report.js").read_text(encoding="utf-8")
-    # (inside <script> and <style>, "</" may end the element and "<!--" or "<script" change how
-    # the parser reads on: the page's own files hold none of them, the data is escaped)
-    assert not re.search(r"</|<!--|<script", js + css, re.I), "report.js/css hold '</', '<!--' or '<script'"
-    policy = (f"default-src 'none'; script-src '{_sha256(js)}'; style-src '{_sha256(css)}'; "
-              "img-src data:; base-uri 'none'; form-action 'none'")
-    return (
-        "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
-        f"<meta http-equiv=\"Content-Security-Policy\" content=\"{policy}\">\n"
-        "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n"
-        f"<meta name=\"generator\" content=\"neuraldbg {__version__}\">\n"
-        "<title>neuraldbg report</title>\n"
-        f"<style>{css}</style>\n</head>\n<body>\n"
-        "<noscript>This report draws itself with JavaScript: allow scripts for this file "
-        "(it fetches nothing).</noscript>\n<main id=\"report\"></main>\n"
-        f"<script type=\"application/json\" id=\"data\">{embed(doc)}</script>\n"
-        f"<script>{js}</script>\n</body>\n</html>\n")
-
-
-def embed(doc: dict) -> str:
-    """The document as JSON that cannot end its <script> element nor open a comment: `<`, `>`
-    and `&` as \\u escapes (JSON.parse reads them back). ASCII only, so a lone surrogate in a
-    trace string stays an escape instead of failing the write."""
-    text = json.dumps(doc, ensure_ascii=True, allow_nan=False, separators=(",", ":"))
-    return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
-
-
-def _sha256(text: str) -> str:
-    return "sha256-" + base64.b64encode(hashlib.sha256(text.encode("utf-8")).digest()).decode()
-
-
-# ---- the output file ------------------------------------------------------------------------------
-def _check_output(output: str, traces: list[str]) -> None:
-    check_writable(output, "report")
-    p = Path(output)
-    if p.exists() and any(Path(t).exists() and os.path.samefile(p, t) for t in traces):
-        raise InputError(f"cannot write report {output}: it is one of the traces")
-
-
-def _write(output: str, page: str) -> None:
-    """Whole or not at all: a temporary file beside the output, renamed over it."""
-    folder = os.path.dirname(output) or "."
-    try:
-        fd, tmp = tempfile.mkstemp(prefix=".neuraldbg-report-", suffix=".html", dir=folder)
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as f:
-                f.write(page)
-            os.chmod(tmp, 0o666 & ~_umask())    # as open() would have made it, not mkstemp's 0600
-            os.replace(tmp, output)
-        except BaseException:
-            os.unlink(tmp)
-            raise
-    except OSError as e:
-        raise InputError(f"cannot write report {output}: {e.strerror or e}") from None
-
-
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask

@@ -1,0 +1,96 @@
+"""The once-per-forward half of the hooks: the outermost call of each forward, the model's
+input and its output layer. A part of `hooks.Hooks` (the attributes it reads are that
+class's)."""
+from __future__ import annotations
+
+import weakref
+
+import torch
+from torch import nn
+
+from . import naming
+from .accumulator import first_tensor
+
+_graph_task = getattr(torch._C, "_current_graph_task_id", lambda: -1)  # -1: not in backward
+_Tensor = torch.Tensor
+_Loss = nn.modules.loss._Loss
+
+
+class OutermostHooks:
+    """What the outermost call of each forward brings: a root to name, the input, a step."""
+
+    def _outermost_return(self, module, output, kwargs) -> None:
+        if self._input_in_kwargs:
+            # model(**batch), as Hugging Face's Trainer calls it: the input is the first
+            # floating-point tensor passed by keyword (pixel_values, inputs_embeds, ...)
+            self._input_in_kwargs = False
+            x = next((v for v in kwargs.values()
+                      if isinstance(v, _Tensor) and v.is_floating_point()), None)
+            if x is not None:
+                self._observe_input(x, first=True)
+        last = self._last_leaf
+        if last is not None and not last[0].is_output and first_tensor(output) is last[1]:
+            # The model's own output layer: a sigmoid there saturating is a confident
+            # prediction, the aim of training, not a failure.
+            last[0].is_output = True
+        clock = self.clock
+        if clock.optimizers_created == 0 and clock.optim.primary is None and self.active \
+                and torch.is_grad_enabled() and module.training:
+            # no optimizer (yet): each outermost forward with gradients is a step
+            clock.pending_end = True
+
+    def _outermost_call(self, module, args):
+        if self.clock.pending_end:
+            self._end_step()
+            if not self.active:
+                return
+        if isinstance(module, _Loss) or not torch.is_grad_enabled():
+            return
+        if _graph_task() != -1:
+            # Called during backward: gradient checkpointing running a block again. Not a
+            # model call: its input is a hidden state, and the block already has its name.
+            return
+        self._forwards += 1                 # (a new forward: call sites count from the first)
+        if not module.training:
+            self.eval_roots[id(module)] = weakref.ref(module)
+        elif self.eval_roots:
+            self.eval_roots.pop(id(module), None)
+        reg = self.registry
+        if reg.allowed is not None and id(module) not in reg.allowed \
+                and naming.unwrap(module) is not reg.model:
+            return
+        root = self._roots.get(id(module))
+        if root is None or root() is not module:
+            if next(module.parameters(), None) is None:
+                # Parameter-free modules called on their own (nn.Softmax()(logits) in a loop)
+                # are post-processing, not a model: neither a root nor layers of one.
+                for m in module.modules():
+                    reg.skip(m)
+                return
+            reg.add_root_safely(module)
+        if not self.observing:
+            return
+        x = first_tensor(args)
+        if x is not None:
+            self._observe_input(x)
+        else:
+            self._input_in_kwargs = True        # (read when the call returns, from kwargs)
+
+    def _observe_input(self, x, first: bool = False) -> None:
+        """The outermost module's input, as the pseudo-layer (input); `first`: put it before
+        the layers already touched (it is read after them, when the call returns)."""
+        inp = self._input
+        if not inp.skip:
+            new = not inp.acc.numel
+            try:
+                if not inp.acc.add_output(x, defer=True):
+                    return
+            except Exception as e:  # noqa: BLE001
+                inp.skip = True
+                self.disable(None, inp, e)
+                return
+            if new:
+                if first:
+                    self.touched.insert(0, inp)
+                else:
+                    self.touched.append(inp)
