@@ -27,6 +27,7 @@ from neuraldbg_cli.observe.detectors.residual import ResidualDetector
 from neuraldbg_cli.observe.residual import is_sum_of
 from neuraldbg_cli.thresholds import Thresholds
 from neuraldbg_cli.trace import read_trace
+from tracemaker import TraceMaker
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -277,3 +278,44 @@ def test_a_branch_that_never_learns_collapses(tmp_path):
         seen = transitions(events, layer=name, signal="residual", to="collapsed")
         assert seen and seen[0]["step"] == th.warmup, describe(events)
         assert seen[0]["stats"]["branch_ratio"] == 0.0
+    # explain: the branch's layers in no optimizer are the origin, the skipped block follows
+    hyps = analyze([read_trace(str(tmp_path / "t.jsonl"))]).hypotheses
+    for name in ("1", "2"):
+        block = next(h for h in hyps if h.layer == name and h.signal == "residual")
+        assert block.origin is not None and block.origin.layer.startswith(name + ".f."), \
+            (block.summary, block.origin)
+        assert block.origin.cause == "training_loop" and block.origin.symptom == "frozen"
+
+
+def _collapsing(tmp_path, before=None):
+    """A hand-made trace: block "blocks.1" (its branch blocks.1.f.0, .1, .2) collapses at step
+    200; `before(maker)` adds what happened first."""
+    layers = [("stem", "Linear", "param"), ("blocks.1", "Block", "other"),
+              ("blocks.1.f.0", "Linear", "param"), ("blocks.1.f.1", "ReLU", "relu"),
+              ("blocks.1.f.2", "Linear", "param"), ("head", "Linear", "param")]
+    maker = TraceMaker(layers)
+    maker.tr(0, "blocks.1", "normal", signal="residual")
+    if before is not None:
+        before(maker)
+    maker.tr(200, "blocks.1", "collapsed", signal="residual", branch_ratio=0.0, rms_in=1.0,
+             rms_out=1.0, growth=1.0)
+    maker.end(260)
+    return analyze([read_trace(maker.write(tmp_path / "t.jsonl"))]).hypotheses
+
+
+def test_a_dead_relu_inside_the_branch_is_the_origin_of_its_collapse(tmp_path):
+    hyps = _collapsing(tmp_path, lambda m: m.tr(120, "blocks.1.f.1", "dead", dead_ratio=1.0))
+    block = next(h for h in hyps if h.layer == "blocks.1")
+    assert block.origin is not None and block.origin.layer == "blocks.1.f.1", block.summary
+    assert "inside blocks.1's branch, is dead" in block.evidence[0], block.evidence
+
+
+def test_a_dead_relu_outside_the_block_or_recovered_does_not_explain_it(tmp_path):
+    def before(m):
+        m.tr(120, "head", "dead", dead_ratio=1.0)          # (not inside the block)
+        m.tr(30, "blocks.1.f.1", "dead", dead_ratio=1.0)
+        m.tr(60, "blocks.1.f.1", "normal")                  # (recovered long before)
+    hyps = _collapsing(tmp_path, before)
+    block = next(h for h in hyps if h.layer == "blocks.1")
+    assert block.origin is None and block.cause == "architecture", (block.summary, block.origin)
+    assert any("adds 0 x its input" in line for line in block.evidence), block.evidence

@@ -5,7 +5,7 @@ import math
 
 from .. import states
 from ..trace import INPUT_LAYER
-from .residuals import residual_growth_spreads
+from .residuals import branch_stopped_skips_block, residual_growth_spreads
 from .runs import ACT, GRAD
 
 LOSS = states.LOSS.name
@@ -202,4 +202,4 @@ ECHOES = [nonfinite_spreads, dead_cuts_gradients, change_spreads_forward,
           bigger_activations_bigger_gradients, gradient_flows_backward, bad_update_corrupts_weights,
           same_failure_other_rank, worsens_in_place, relapses, loop_mistake_spreads,
           output_mismatch_spreads, norm_drift_spreads, residual_growth_spreads,
-          big_updates_throw_off, loss_swings_again, shows_in_loss]
+          branch_stopped_skips_block, big_updates_throw_off, loss_swings_again, shows_in_loss]

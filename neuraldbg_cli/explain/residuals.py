@@ -1,7 +1,9 @@
 """Residual health: the cause rule of a residual stream that grows geometrically along the
 blocks, and the echo telling what it does to the layers after it (their outputs blow up or
 turn NaN, every gradient explodes). The block named is the first of the run in forward
-order: the origin, not the output layer where the numbers overflow."""
+order: the origin, not the output layer where the numbers overflow. A block whose branch
+adds nothing (collapsed) is the echo of what stopped the branch (its layers never learn, or
+are dead inside); with no such sign, its own cause rule says what is left."""
 from __future__ import annotations
 
 from .. import states
@@ -10,6 +12,11 @@ from .runs import ACT, GRAD, is_number
 
 RESIDUAL = states.RESIDUAL.name
 _LOSS = states.LOSS.name
+_UPDATE = states.UPDATE.name
+_NORM = states.NORM.name
+# what, inside a branch, stops it adding anything: (signal, state) -> what it does to it
+_STOPS_BRANCH = {(_UPDATE, "frozen"): "never changes", (_UPDATE, "detached"): "gets no gradient",
+                 (ACT, "dead"): "is dead", (_NORM, "collapsed"): "has its gain collapsed"}
 
 _FIX_INIT = ("Scale each residual branch down at init: zero-initialise its last layer (each "
              "block starts as the identity) or multiply it by 1/sqrt(number of blocks); He "
@@ -72,6 +79,37 @@ def residual_growth_spreads(a, b, ctx):
         return (f"the residual stream grows from block to block from {a.layer} (since step "
                 f"{a.onset}): what follows it, and every gradient, grows with it")
     return None
+
+
+def residual_collapse(ep, ctx):
+    """A branch adding nothing to its skip, with nothing inside it failing first (that would
+    be the origin: `branch_stopped_skips_block`): a branch scaled to zero that stays there,
+    by its design or its initialisation."""
+    if ep.signal != RESIDUAL or ep.state != "collapsed":
+        return None
+    known = states.state_of(RESIDUAL, "collapsed")
+    return Finding("architecture", 0.6, "its branch adds nothing to its input: the block is "
+                   "skipped, its layers are dead weight", (_collapse_line(ep),), known.fix)
+
+
+def branch_stopped_skips_block(a, b, ctx):
+    """A layer inside a block's branch that never learns (in no optimizer, a learning rate
+    of 0, the graph cut) or is dead makes the branch add nothing: the block collapses."""
+    if b.signal != RESIDUAL or b.state != "collapsed" or a.run != b.run \
+            or not a.layer.startswith(b.layer + "."):
+        return None
+    what = _STOPS_BRANCH.get((a.signal, a.state))
+    if what is None or a.onset > b.onset or (a.end is not None and a.end < b.onset):
+        return None
+    return (f"{a.layer}, inside {b.layer}'s branch, {what} (since step {a.onset}): the branch "
+            f"adds nothing, {_collapse_line(b)}")
+
+
+def _collapse_line(ep) -> str:
+    ratio = ep.stats.get("branch_ratio")
+    size = f"{ratio:.3g}" if is_number(ratio) else "nothing"
+    return (f"the branch of {ep.layer} adds {size} x its input (||out - in|| / ||in||) from step "
+            f"{ep.onset}: the block passes its input on unchanged")
 
 
 def _num(v) -> str:

@@ -199,7 +199,8 @@ CAUSES = [outputs.output_mismatch, mistakes.loop_mistake, bad_batch, norms.batch
           residuals.residual_growth, unscaled_input,
           raised_learning_rate, long_at_peak, dynamics.rate_too_high, high_learning_rate,
           dynamics.weights_off_scale,
-          present_from_start, deep_saturating_stack, deep_without_norm, unexplained]
+          present_from_start, deep_saturating_stack, deep_without_norm, residuals.residual_collapse,
+          unexplained]
 
 
 def _ago(n: int) -> str:
