@@ -88,7 +88,7 @@ def residual_collapse(ep, ctx):
     if ep.signal != RESIDUAL or ep.state != "collapsed":
         return None
     known = states.state_of(RESIDUAL, "collapsed")
-    return Finding("architecture", 0.6, "its branch adds nothing to its input: the block is "
+    return Finding("architecture", 0.7, "its branch adds nothing to its input: the block is "
                    "skipped, its layers are dead weight", (_collapse_line(ep),), known.fix)
 
 
