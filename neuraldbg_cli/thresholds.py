@@ -3,7 +3,6 @@ copy users start from: `neuraldbg thresholds`), and a strict loader."""
 from __future__ import annotations
 
 import dataclasses
-import functools
 import math
 from dataclasses import dataclass, field, fields
 from pathlib import Path
@@ -43,16 +42,19 @@ class InputThresholds:
 
 @dataclass(frozen=True)
 class AnomalyThresholds:
-    """Sudden shifts against the layer's own recent history (a bounded window)."""
+    """Sudden shifts of a layer's output: EWMA control charts of its log rms and its inactive
+    share (observe/control.py), out of control beyond `enter` sigmas, back within `exit`; a
+    steady layer's least alarming shift: rms x `magnitude_factor`, share +-`sparsity_jump`.
+    `window` and `warmup` are also the gradient's exploding test's (its rolling median)."""
     window: int = 20
     warmup: int = 8
-    magnitude_factor: float = 8.0
+    smoothing: float = 0.1
+    scale_smoothing: float = 0.05
+    enter: float = 5.0
+    exit: float = 3.0
+    clip: float = 3.0
+    magnitude_factor: float = 3.0
     sparsity_jump: float = 0.5
-
-    @functools.cached_property
-    def log_magnitude(self) -> float:
-        """log(magnitude_factor): shifts of rms are measured in log space."""
-        return math.log(self.magnitude_factor)
 
 
 @dataclass(frozen=True)
@@ -181,8 +183,8 @@ class Thresholds:
 
 
 # Valid ranges, by dotted key; a key absent here accepts any positive number.
-_RATIOS = {"dead_ratio", "saturated_ratio", "min_grad", "sparsity_jump", "vanishing_ratio",
-           "stall_fraction", "collapse_ratio", "exploding_share"}
+_RATIOS = {"dead_ratio", "saturated_ratio", "min_grad", "sparsity_jump", "smoothing", "scale_smoothing",
+           "vanishing_ratio", "stall_fraction", "collapse_ratio", "exploding_share"}
 _AT_LEAST_ONE = {"magnitude_factor", "exploding_factor", "spike_factor", "diverging_factor",
                  "scale_factor", "growth", "branch_growth"}
 
@@ -249,6 +251,8 @@ def _merge(cls, default, data, prefix: str):
     merged = dataclasses.replace(default, **changes)
     if isinstance(merged, AnomalyThresholds) and merged.warmup > merged.window:
         raise InputError(f"{prefix}.warmup: must not exceed {prefix}.window")
+    if isinstance(merged, AnomalyThresholds) and merged.exit > merged.enter:
+        raise InputError(f"{prefix}.exit: must not exceed {prefix}.enter")
     if isinstance(merged, LossThresholds) and merged.start_steps > merged.stall_after:
         raise InputError(f"{prefix}.start_steps: must not exceed {prefix}.stall_after")
     return merged

@@ -17,7 +17,7 @@ def obs(kind, rms=1.0, **shares):
 
 def judge(o, hist=None):
     kind, rms, shares = o
-    return activation_state(kind, rms, hist or ActivationHistory(20), TH, **shares)
+    return activation_state(kind, rms, hist or ActivationHistory(), TH, **shares)
 
 
 def state(o, hist=None):
@@ -56,7 +56,7 @@ def test_nonfinite_wins():
 
 
 def _hist(values, sparsity=None):
-    h = ActivationHistory(20)
+    h = ActivationHistory()
     for v in values:
         h.add_activation(v, sparsity)
     return h
@@ -142,34 +142,56 @@ def test_rolling_median_and_its_bounds_match_the_obvious_reference():
         assert bounded > 200
 
 
-def test_anomaly_decisions_equal_those_taken_with_the_exact_median():
-    """The median is only bounded most of the time: every decision must still be the one
-    an exact median gives, at each step of a long noisy run with jumps and drifts."""
+def test_anomaly_decisions_equal_those_of_the_control_chart_written_out():
+    """Every decision of the detector (judge, then remember) is the one the EWMA chart of
+    thresholds.yaml gives, written out plainly here, at each step of a long noisy run with
+    jumps, drifts and sparsity shifts."""
     import random
-    from statistics import median
+
+    an = TH.anomaly
+
+    def chart(floor):
+        return {"n": 0, "m": 0.0, "s": 0.0, "out": False, "floor": floor}
+
+    def judged(c, v):           # (out of control?, the chart after v)
+        sigma = max(c["s"] * math.sqrt(math.pi / 2), c["floor"])
+        d = v - c["m"]
+        out = c["n"] >= an.warmup and abs(d) > (an.exit if c["out"] else an.enter) * sigma
+        c["n"] += 1
+        if c["n"] == 1:
+            c["m"] = v
+            return out
+        if c["n"] > an.warmup:
+            c["out"] = out
+            d = max(-an.clip * sigma, min(an.clip * sigma, d))
+            w, ws = an.smoothing, an.scale_smoothing
+        else:
+            w, ws = max(an.smoothing, 1 / c["n"]), max(an.scale_smoothing, 1 / (c["n"] - 1))
+        c["m"] += w * d
+        c["s"] += ws * (abs(d) - c["s"])
+        return out
 
     rng = random.Random(1)
-    hist, logs, sparsities = ActivationHistory(20), [], []
+    hist = ActivationHistory()
+    rms_chart = chart(math.log(an.magnitude_factor) / an.enter)
+    sparsity_chart = chart(an.sparsity_jump / an.enter)
     level, decided = 0.0, {"anomalous": 0, "normal": 0}
     for step in range(3000):
         if rng.random() < 0.02:
-            level += rng.choice([-3.0, 3.0, 1.5, -1.5])          # jumps, some past the factor
-        rms = math.exp(level + rng.gauss(0, 0.3))
+            level += rng.choice([-3.0, 3.0, 1.5, -1.5])          # jumps, some past the limits
+        rms = math.exp(level + step * 1e-3 + rng.gauss(0, 0.3))
         inactive = min(0.85, max(0.0, 0.3 + rng.gauss(0, 0.05) + (0.6 if rng.random() < 0.02 else 0)))
         state, extra = activation_state(RELU, rms, hist, TH, inactive=inactive)
-        x = math.log(rms + 1e-30)
-        expected = "normal"
-        if len(logs) >= TH.anomaly.warmup:
-            if abs(x - median(logs[-20:])) > math.log(TH.anomaly.magnitude_factor):
-                expected = "anomalous"
-            elif abs(inactive - median(sparsities[-20:])) > TH.anomaly.sparsity_jump:
-                expected = "anomalous"
-        assert state == expected, step
+        rms_out = judged(rms_chart, math.log(rms + 1e-30))
+        sparsity_out = judged(sparsity_chart, inactive)
+        assert state == ("anomalous" if rms_out or sparsity_out else "normal"), step
+        if rms_out:
+            assert abs(extra["rms_sigmas"]) > an.exit and extra["rms_ratio"] > 0, (step, extra)
+        elif sparsity_out:
+            assert abs(extra["sparsity_shift"]) > an.exit * sparsity_chart["floor"], (step, extra)
         decided[state] += 1
         hist.add_activation(rms, inactive)
-        logs.append(x)
-        sparsities.append(inactive)
-    assert decided["anomalous"] > 20 and decided["normal"] > 2000
+    assert decided["anomalous"] > 20 and decided["normal"] > 2000, decided
 
 
 def test_gradient_decisions_equal_those_taken_with_the_exact_median():

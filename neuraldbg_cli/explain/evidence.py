@@ -69,9 +69,13 @@ _STATS = (  # (key, label): the numbers of a transition, in the words of the rep
                           f"{_num(s.get('output_min'))}..{_num(s.get('output_max'))}"),
     ("units", lambda s: f"{_num(s['units'])} unit{'s' * (s['units'] != 1)}"),
     ("rms", lambda s: f"output rms {_num(s['rms'])}"),
-    ("rms_ratio", lambda s: f"x{_num(s['rms_ratio'])} its recent median ({_num(s.get('rms_median'))})"),
+    # (traces before the control charts wrote the recent median instead of the expected level)
+    ("rms_ratio", lambda s: f"x{_num(s['rms_ratio'])} its expected level "
+                            f"({_num(s.get('rms_expected', s.get('rms_median')))})"),
+    ("rms_sigmas", lambda s: f"{_num(s['rms_sigmas'])} sigmas off its control chart"),
     ("sparsity_shift", lambda s: f"inactive share moved {_num(s['sparsity_shift'])} from "
-                                 f"{_num(s.get('sparsity_median'))}"),
+                                 f"{_num(s.get('sparsity_expected', s.get('sparsity_median')))}"),
+    ("sparsity_sigmas", lambda s: f"{_num(s['sparsity_sigmas'])} sigmas off its control chart"),
     ("update_ratio", lambda s: f"update {_num(s['update_ratio'])} of the weights' norm"),
     ("grad_norm", lambda s: f"gradient norm {_num(s['grad_norm'])}"),
     ("grad_norm_median", lambda s: f"recent median {_num(s['grad_norm_median'])}"),

@@ -4,9 +4,9 @@ from __future__ import annotations
 import math
 
 from ... import states
-from ...thresholds import Thresholds
+from ...thresholds import AnomalyThresholds, Thresholds
+from ..control import ControlChart, Limits
 from ..kinds import ECHOING, FUSED, PARAM, RELU, SMOOTH, SQUASH_KINDS, UNIT_KINDS
-from ..rolling import RollingMedian
 from . import register
 from .base import INPUT_ACTIVITY, NOTHING, OUTPUT_NORM, UNIT_ACTIVITY, UNIT_SATURATION, Detector, Observation
 
@@ -14,26 +14,42 @@ _TINY = 1e-30
 _SQUASHING = (SMOOTH, *SQUASH_KINDS)      # each kind is also its Thresholds attribute name
 
 
+def chart_limits(an: AnomalyThresholds) -> tuple[Limits, Limits]:
+    """The numbers of the two charts, log rms and sparsity. Their floors are the least sigma
+    at which a perfectly steady layer (after BatchNorm or LayerNorm, a constant batch) alarms
+    only when its rms moves `magnitude_factor` times, or its inactive share `sparsity_jump`."""
+    def limits(least_shift: float) -> Limits:
+        return Limits(an.smoothing, an.scale_smoothing, an.enter, an.exit, an.clip,
+                      least_shift / an.enter, an.warmup)
+    return limits(math.log(an.magnitude_factor)), limits(an.sparsity_jump)    # (rms: in log space)
+
+
 class ActivationHistory:
-    """A layer's recent magnitudes and sparsities, bounded whatever the length of the run."""
+    """A layer's control charts of its log rms and its sparsity: a few numbers each, whatever
+    the length of the run."""
 
     __slots__ = ("log_rms", "sparsity")
 
-    def __init__(self, window: int):
-        self.log_rms = RollingMedian(window)
-        self.sparsity = RollingMedian(window)
+    def __init__(self, limits: tuple[Limits, Limits] | None = None):
+        rms, sparsity = limits or chart_limits(AnomalyThresholds())
+        self.log_rms = ControlChart(rms)
+        self.sparsity = ControlChart(sparsity)
 
     def add_activation(self, rms: float, sparsity: float | None) -> None:
         if math.isfinite(rms):
-            self.log_rms.append(math.log(rms + _TINY))
+            self.log_rms.add(math.log(rms + _TINY))
             if sparsity is not None:
-                self.sparsity.append(sparsity)
+                self.sparsity.add(sparsity)
 
 
 class ActivationDetector(Detector):
     """Every leaf layer's output, and the input of the outermost module."""
 
     signal = states.ACTIVATION
+
+    def __init__(self, thresholds: Thresholds):
+        super().__init__(thresholds)
+        self._limits = chart_limits(thresholds.anomaly)     # shared by every layer's charts
 
     def needs(self, module, kind: str, leaf: bool) -> frozenset:
         if (not leaf and not isinstance(module, FUSED)) or isinstance(module, ECHOING):
@@ -43,7 +59,7 @@ class ActivationDetector(Detector):
         return frozenset((OUTPUT_NORM, extra) if extra else (OUTPUT_NORM,))
 
     def history(self) -> ActivationHistory:
-        return ActivationHistory(self.th.anomaly.window)
+        return ActivationHistory(self._limits)
 
     def judge(self, x: Observation, history: ActivationHistory) -> tuple:
         """rms: root mean square of the output (NaN or infinite: non-finite values); where
@@ -66,29 +82,27 @@ class ActivationDetector(Detector):
         if saturated is not None and not is_output and kind in _SQUASHING \
                 and saturated >= getattr(th, kind).saturated_ratio:
             return "saturated", {}
-        # ANOMALOUS: a sudden shift of magnitude or sparsity against the layer's own recent
-        # median. Relative to the layer itself, so layers of any scale, BatchNorm outputs and
+        # ANOMALOUS: a sudden shift of magnitude or sparsity, out of control on the layer's own
+        # charts. Relative to the layer itself, so layers of any scale, BatchNorm outputs and
         # Dropout's zeros (a steady share) do not trigger it; only a jump between steps does.
-        an, recent = th.anomaly, history.log_rms
-        if recent.size >= an.warmup:
-            v, limit = math.log(rms + _TINY), an.log_magnitude
-            if not recent.near(v, limit):
-                med = recent.median()
-                if abs(v - med) > limit:
-                    return "anomalous", {"rms_median": math.exp(med), "rms_ratio": math.exp(v - med)}
-            sp, jump = history.sparsity, an.sparsity_jump
-            if inactive is not None and sp.size >= an.warmup and not sp.near(inactive, jump):
-                med = sp.median()
-                if abs(inactive - med) > jump:
-                    return "anomalous", {"sparsity_median": med, "sparsity_shift": inactive - med}
+        # (chart.out_of_control(v), inlined: this runs for every layer at every step)
+        chart = history.log_rms
+        v = math.log(rms + _TINY)
+        if abs(v - chart.centre) > chart.reach:
+            return "anomalous", {"rms_expected": math.exp(chart.centre), "rms_ratio":
+                                 math.exp(v - chart.centre), "rms_sigmas": chart.sigmas(v)}
+        chart = history.sparsity
+        if inactive is not None and abs(inactive - chart.centre) > chart.reach:
+            return "anomalous", {"sparsity_expected": chart.centre, "sparsity_shift":
+                                 inactive - chart.centre, "sparsity_sigmas": chart.sigmas(inactive)}
         return "normal", {}
 
     def remember(self, x: Observation, history: ActivationHistory) -> None:
         rms, inactive = x[1], x[2]
         if math.isfinite(rms):      # add_activation, inlined: this runs per layer and step
-            history.log_rms.append(math.log(rms + _TINY))
+            history.log_rms.add(math.log(rms + _TINY))
             if inactive is not None:
-                history.sparsity.append(inactive)
+                history.sparsity.add(inactive)
 
     def evidence(self, x: Observation, extra: dict) -> dict:
         stats = {"rms": x.rms}
