@@ -40,11 +40,42 @@ def test_two_steps_of_one_optimizer_are_each_measured_on_their_own():
             p.grad = torch.full_like(p, scale)
         opt.step()
         batch = sampler.after(opt)
-        assert batch.normed and all(t.dim() == 0 for t in batch.tensors)
+        # on the CPU the norms are one vector; elsewhere 0-d tensors (both read later)
+        assert batch.normed and batch.vector and batch.tensors.dim() == 1
         found.append((batch, exact_ratio(before, params)))
-    # both read only now, after the buffers were copied into again
+    # both judged only now, after the buffers were copied into again
     for batch, exact in found:
-        sampled = ratios(batch, [t.item() for t in batch.tensors])[rec]
+        sampled = ratios(batch, values(batch))[rec]
         assert math.isclose(sampled, exact, rel_tol=1e-4), (sampled, exact)
     assert found[1][1] > found[0][1]           # (the two updates do differ)
     assert rec.in_optimizer
+
+
+def values(batch) -> list:
+    return batch.tensors.tolist() if batch.vector else [t.item() for t in batch.tensors]
+
+
+def test_parameters_of_several_dtypes_are_measured_one_buffer_each():
+    """Views of one dtype share one padded buffer (two whole-buffer calls); of several, each
+    has its own (one call per view): both give the same ratios."""
+    torch.manual_seed(0)
+    a, b = nn.Linear(12, 10), nn.Linear(10, 4).double()     # (every element sampled)
+    for mixed in (False, True):
+        layers = (a, b) if mixed else (a,)
+        params = [p for m in layers for p in m.parameters()]
+        recs = [_Layer() for _ in layers]
+        owners = {id(p): r for m, r in zip(layers, recs) for p in m.parameters()}
+        opt = torch.optim.SGD(params, lr=0.1)
+        sampler = UpdateSampler(TH.update.sample)
+        before = [p.detach().clone() for p in a.parameters()]
+        sampler.before(opt, owners)
+        for p in params:
+            p.grad = torch.randn_like(p)
+        opt.step()
+        batch = sampler.after(opt)
+        assert batch.vector is not mixed
+        exact = exact_ratio(before, list(a.parameters()))
+        assert math.isclose(ratios(batch, values(batch))[recs[0]], exact, rel_tol=1e-4)
+        with torch.no_grad():       # the same weights for the other layout
+            for p, w in zip(a.parameters(), before):
+                p.copy_(w)

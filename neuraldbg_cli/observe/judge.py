@@ -49,7 +49,8 @@ class StepJudge(Verdicts):
         # gradients to norm (raw) and norms already taken, each optimizer's in one of them
         raw, done = [], []
         for batch in grads:
-            (done if batch.normed else raw).extend(batch.tensors)
+            if type(batch) is not UpdateBatch or not batch.vector:
+                (done if batch.normed else raw).extend(batch.tensors)
         tensors, plan = collect([r.acc for r in recs], self.tail, self.min_grads, raw, done,
                                 reset=True)
         extra = facts.tensors() if facts is not None else ()
@@ -61,11 +62,12 @@ class StepJudge(Verdicts):
             extra = [*extra, *sums]
         if extra:
             tensors = tensors + extra if tensors else extra
+        job = (step, recs, grads, plan, facts, len(extra), norm_jobs, block_jobs)
         if tensors:
-            for values, job in self.readout.submit(tensors, (step, recs, grads, plan, facts,
-                                                             len(extra), norm_jobs,
-                                                             block_jobs)):
-                self._judge(values, *job)
+            for values, ready in self.readout.submit(tensors, job):
+                self._judge(values, *ready)
+        elif any(type(b) is UpdateBatch and b.vector for b in grads):  # (read on its own)
+            self._judge([], *job)
 
     def drain(self) -> None:
         """Judge the steps still being read (the end of the run)."""
@@ -100,7 +102,9 @@ class StepJudge(Verdicts):
             values = done if batch.normed else raw
             k = len(batch.tensors)
             if type(batch) is UpdateBatch:
-                found = self._judge_updates(batch, values[:k], norms, recs, step)
+                # (a vector is read on its own: its values are not among these)
+                own, k = (batch.tensors.tolist(), 0) if batch.vector else (values[:k], k)
+                found = self._judge_updates(batch, own, norms, recs, step)
                 if keep is not None:
                     for rec, ratio in found.items():
                         if rec.on_update:

@@ -5,9 +5,14 @@ each parameter is watched through one fixed strided view of its elements (about 
 them, every s-th element with s coprime to the row length, so that every row and every column
 is represented). Before the step the views are copied into buffers kept with them (one
 batched call for all parameters); after it, the copies minus the views are minus the sampled
-update, normed at once with the views (one call each). A layer's ratio adds its parameters'
-sums of squares, each scaled by numel / sampled, so a small bias does not weigh like a large
-weight. All of it stays on the device and is read with the step's other numbers.
+update, normed with the views. A layer's ratio adds its parameters' sums of squares, each
+scaled by numel / sampled, so a small bias does not weigh like a large weight. All of it
+stays on the device and is read with the step's other numbers.
+
+Where the views share a dtype and a device (the usual case), the buffers are the rows of
+one zero-padded (2, parameters, longest view) tensor, before and after: the subtraction and
+all the norms are then one call each, not one per parameter (on the CPU each call on a small
+tensor costs about as much as its set-up, whatever its size).
 
 A sharded parameter (FSDP2's DTensor) is watched through its shard on this rank: its update
 ratio is that of the shard, with no collective; a rank whose shard is empty samples nothing.
@@ -33,8 +38,10 @@ _new = tuple.__new__
 class UpdateBatch(NamedTuple):
     """One optimizer's sampled update at one step, for the step end's one read."""
     tensors: list       # 0-d norms of the sampled updates, then of the sampled weights after it
+    #                     (with `vector`, the same norms in one 1-D tensor)
     groups: list        # [(layer record, [(position among the updates, scale)])]
     normed: bool = True  # (as GradBatch: its tensors are norms already)
+    vector: bool = False  # (on the CPU: read with one tolist() at the step end)
 
 
 class _Watched(NamedTuple):
@@ -43,6 +50,8 @@ class _Watched(NamedTuple):
     groups: list        # as UpdateBatch.groups
     copies: list        # one buffer per view, overwritten by the copy before each step
     sharded: bool       # some parameters are DTensors: their storages are their shards'
+    rows: torch.Tensor | None   # (2, views, longest): the copies in row 0, row 1 for afters
+    afters: list        # one buffer per view in rows[1], for the copy after the step
 
 
 def sampled_view(p: torch.Tensor, sample: int) -> tuple | None:
@@ -82,11 +91,21 @@ class UpdateSampler:
         entry = self._watched.get(id(opt))
         if copies is None or entry is None or entry[0]() is not opt:
             return None
-        views = entry[1].views
+        watched = entry[1]
+        views, rows = watched.views, watched.rows
         # In place, the copies become minus the update: its norm is the update's. Normed now,
         # the buffers are free for the next step (of this optimizer perhaps, in this step).
-        torch._foreach_sub_(copies, views)
-        return _new(UpdateBatch, (torch._foreach_norm([*copies, *views]), entry[1].groups, True))
+        if rows is None:
+            torch._foreach_sub_(copies, views)
+            return _new(UpdateBatch, (torch._foreach_norm([*copies, *views]), watched.groups,
+                                      True, False))
+        torch._foreach_copy_(watched.afters, views)
+        rows[0].sub_(rows[1])           # (the padding is zero in both rows: its norm is 0)
+        # the norms of the copies, then of the weights after the step, as in the other path
+        norms = torch.linalg.vector_norm(rows, dim=-1).view(-1)
+        if norms.is_cpu:    # (one tolist() costs less than a 0-d view and an item() per norm)
+            return _new(UpdateBatch, (norms, watched.groups, True, True))
+        return _new(UpdateBatch, (list(norms.unbind()), watched.groups, True, False))
 
     def forget(self) -> None:
         """Drop copies of a step that was not completed (a fault, the end of the run)."""
@@ -117,9 +136,17 @@ class UpdateSampler:
                 continue
             positions.setdefault(rec, []).append((len(views), found[1]))
             views.append(found[0])
-        copies = [torch.empty(v.shape, dtype=v.dtype, device=v.device) for v in views]
+        rows, afters = None, []
+        if views and len({(v.dtype, v.device) for v in views}) == 1:
+            v = views[0]
+            rows = torch.zeros((2, len(views), max(map(len, views))), dtype=v.dtype,
+                               device=v.device)
+            copies = [r[:len(w)] for r, w in zip(rows[0], views)]
+            afters = [r[:len(w)] for r, w in zip(rows[1], views)]
+        else:
+            copies = [torch.empty(v.shape, dtype=v.dtype, device=v.device) for v in views]
         return _Watched(_key(owners, params, sharded), views, list(positions.items()), copies,
-                        sharded)
+                        sharded, rows, afters)
 
 
 def _key(owners: dict, params: list, sharded: bool) -> tuple:
