@@ -71,11 +71,12 @@ MAX_CHANGES = 8     # state changes of any layer and signal in one run (hysteres
 
 
 def most_changes(events) -> tuple:
-    """(count, (layer, signal)) of the layer and signal whose state changed most often."""
+    """(count, (layer, signal)) of the layer and signal whose state changed most often. A
+    layer's first transition (from null: its first state) is no change of state."""
     counts: dict = {}
     for t in transitions(events):
         key = (t["layer"], t["signal"])
-        counts[key] = counts.get(key, 0) + 1
+        counts[key] = counts.get(key, 0) + (t.get("from") is not None)
     return max(((n, k) for k, n in counts.items()), default=(0, None))
 
 
