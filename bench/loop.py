@@ -4,6 +4,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import time
+from dataclasses import dataclass
 
 from workloads import Step, Workload
 
@@ -21,24 +22,50 @@ def timed_loop(step: Step, first: int, steps: int) -> tuple[float, list]:
     return prev - t0, per_step
 
 
-def session(trace: str | None, every: int = 1):
+@dataclass(frozen=True)
+class Monitoring:
+    """How the monitored side is monitored: one step in `every`, the `detectors` named (a
+    comma list of signals; None: all), as `NeuralDbg(every=, detectors=)` and `neuraldbg run
+    --every --detectors` take them."""
+    every: int = 1
+    detectors: str | None = None
+
+    def kwargs(self) -> dict:
+        """NeuralDbg's keyword arguments (the defaults left out: an older version takes them)."""
+        out = {"every": self.every} if self.every != 1 else {}
+        return {**out, "detectors": self.detectors} if self.detectors else out
+
+    def cli(self) -> list:
+        """The same as options of `neuraldbg run`."""
+        return [f"--{k}={v}" for k, v in self.kwargs().items()]
+
+    def describe(self) -> str:
+        which = "every step monitored" if self.every == 1 else f"1 step in {self.every} monitored"
+        return f"{which}, detectors {self.detectors}" if self.detectors else which
+
+
+ALL = Monitoring()
+
+
+def session(trace: str | None, monitoring: Monitoring = ALL):
     """A neuraldbg session writing `trace` (default thresholds, every module observed,
     quiet), or nothing when trace is None."""
     if trace is None:
         return contextlib.nullcontext()
     from neuraldbg_cli import NeuralDbg
 
-    return NeuralDbg(trace=trace, every=every)
+    return NeuralDbg(trace=trace, **monitoring.kwargs())
 
 
-def timed_round(workload: Workload, steps: int, trace: str | None = None, every: int = 1,
+def timed_round(workload: Workload, steps: int, trace: str | None = None,
+                monitoring: Monitoring = ALL,
                 around=contextlib.nullcontext) -> tuple[float, list]:
     """timed_loop over `steps` steps of a fresh model, after `workload.warmup` untimed ones;
     monitored when `trace` is given. The session starts before the model is built, as under
     `neuraldbg run`, where the script builds it after the hooks are installed. `around()`
     wraps the timed loop only (the profiler)."""
     gc.collect()
-    with session(trace, every):
+    with session(trace, monitoring):
         step = workload.build()
         for i in range(workload.warmup):
             step(i)

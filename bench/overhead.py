@@ -34,6 +34,7 @@ import tempfile
 from dataclasses import dataclass
 
 import torch
+from loop import Monitoring
 from machine import loadavg, machine
 from report import TARGETS, report
 from workloads import WORKLOADS
@@ -73,6 +74,9 @@ def parser() -> argparse.ArgumentParser:
                    help="torch.set_num_threads here and in the children (default: torch's own)")
     p.add_argument("--every", type=int, default=1, metavar="N",
                    help="monitor 1 step in N (NeuralDbg(every=N), `neuraldbg run --every N`; default 1)")
+    p.add_argument("--detectors", default=None, metavar="SIGNALS",
+                   help="comma list of the signals monitored (NeuralDbg(detectors=...), "
+                        "`neuraldbg run --detectors`; default all)")
     p.add_argument("--json", metavar="PATH", help="save all results as JSON")
     p.add_argument("--profile", metavar="WORKLOAD", help="cProfile one monitored workload and exit")
     p.add_argument("--profile-steps", type=int, default=None)
@@ -80,7 +84,7 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
-def run_sections(names, sections, sizes, quick, every, tmp) -> dict:
+def run_sections(names, sections, sizes, quick, monitoring, tmp) -> dict:
     """Runs the chosen sections in order, with progress lines; their results by section."""
     from processes import run_compile, run_long, run_memory
     from timing import run_timing
@@ -92,7 +96,7 @@ def run_sections(names, sections, sizes, quick, every, tmp) -> dict:
             w = WORKLOADS[name]
             print(f"timing {name} ({w.description}): {sizes.rounds} rounds x {w.steps(quick)} steps ...",
                   flush=True)
-            res["timing"][name] = t = run_timing(w, sizes.rounds, w.steps(quick), tmp, every)
+            res["timing"][name] = t = run_timing(w, sizes.rounds, w.steps(quick), tmp, monitoring)
             print(f"  median ratio {t['median_ratio']:.3f}  ratios "
                   f"{' '.join(f'{r:.3f}' for r in t['ratios'])}", flush=True)
     if "memory" in sections:
@@ -100,17 +104,17 @@ def run_sections(names, sections, sizes, quick, every, tmp) -> dict:
         for name in names:
             steps = WORKLOADS[name].child_steps(quick)
             print(f"memory {name}: {sizes.memory_reps} x 2 processes x {steps} steps ...", flush=True)
-            res["memory"][name] = r = run_memory(name, steps, sizes.memory_reps, tmp, every)
+            res["memory"][name] = r = run_memory(name, steps, sizes.memory_reps, tmp, monitoring)
             print(f"  peak RSS {r['peak_rss_plain_mb']:.1f} -> {r['peak_rss_monitored_mb']:.1f} MB, "
                   f"trace {r['trace_bytes']} B", flush=True)
     if "long" in sections:
         print(f"long: tiny model {sizes.long_steps} steps, plain and monitored ...", flush=True)
-        res["long"] = run_long(sizes.long_steps, tmp, every)
+        res["long"] = run_long(sizes.long_steps, tmp, monitoring)
     if "compile" in sections:
         print(f"compile: mlp under torch.compile, {sizes.compile_reps} process(es) each plain and "
               "monitored ...", flush=True)
         res["compile"] = run_compile("mlp", sizes.compile_steps, sizes.compile_warmup,
-                                     sizes.compile_reps, tmp, every)
+                                     sizes.compile_reps, tmp, monitoring)
     return res
 
 
@@ -119,6 +123,7 @@ def main(argv=None) -> int:
     args = p.parse_args(argv)
     if args.every < 1:
         p.error(f"--every must be a positive integer, got {args.every}")
+    monitoring = Monitoring(args.every, args.detectors)
     if args.threads:
         torch.set_num_threads(args.threads)
         os.environ["BENCH_THREADS"] = str(args.threads)      # the children read it
@@ -130,7 +135,7 @@ def main(argv=None) -> int:
         if args.profile not in WORKLOADS:
             p.error(f"unknown workload: {args.profile}")
         w = WORKLOADS[args.profile]
-        print(run_profile(w, args.profile_steps or 2 * w.steps(quick=True), args.top, args.every))
+        print(run_profile(w, args.profile_steps or 2 * w.steps(quick=True), args.top, monitoring))
         return 0
     names = [w for w in args.workloads.split(",") if w]
     sections = [s for s in args.sections.split(",") if s]
@@ -139,9 +144,11 @@ def main(argv=None) -> int:
     res = {"machine": machine(), "quick": args.quick, "targets": TARGETS}
     if args.every != 1:
         res["every"] = args.every
+    if args.detectors:
+        res["detectors"] = args.detectors
     print(f"machine: {res['machine']}", flush=True)
     with tempfile.TemporaryDirectory(prefix="neuraldbg-bench-") as tmp:
-        res.update(run_sections(names, sections, Sizes.of(args), args.quick, args.every, tmp))
+        res.update(run_sections(names, sections, Sizes.of(args), args.quick, monitoring, tmp))
     res["machine"]["loadavg_end"] = loadavg()
     print(report(res))
     if args.json:

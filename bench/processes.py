@@ -11,6 +11,7 @@ import tempfile
 import time
 
 from child import MARK
+from loop import ALL
 
 BENCH = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(BENCH)
@@ -18,15 +19,15 @@ CHILD = os.path.join(BENCH, "child.py")
 
 
 def spawn(kind, name, steps, monitored, tmp, tag, rss_at="", warmup=0, env_extra=None,
-          every=1) -> dict:
+          monitoring=ALL) -> dict:
     """Runs child.py in a fresh process; its JSON line, plus its trace's figures if monitored."""
     cmd = [CHILD, kind, name, "--steps", str(steps), "--warmup", str(warmup)]
     if rss_at:
         cmd += ["--rss-at", rss_at]
     trace = os.path.join(tmp, f"{tag}-{name}.jsonl")
     if monitored:
-        every_opt = ["--every", str(every)] if every != 1 else []
-        cmd = [sys.executable, "-m", "neuraldbg_cli", "run", "-q", *every_opt, "--trace", trace, *cmd]
+        cmd = [sys.executable, "-m", "neuraldbg_cli", "run", "-q", *monitoring.cli(), "--trace",
+               trace, *cmd]
     else:
         cmd = [sys.executable, *cmd]
     env = dict(os.environ, **(env_extra or {}))
@@ -69,12 +70,13 @@ def _abba(reps):
     return [(r, m) for r in range(reps) for m in ((False, True) if r % 2 == 0 else (True, False))]
 
 
-def run_memory(name, steps, reps, tmp, every=1) -> dict:
+def run_memory(name, steps, reps, tmp, monitoring=ALL) -> dict:
     """`reps` fresh processes each, plain and under `neuraldbg run`, in ABBA order; the peak
     RSS of each kind is the median over its processes (the allocator makes it vary)."""
     runs = {False: [], True: []}
     for r, monitored in _abba(reps):
-        runs[monitored].append(spawn("train", name, steps, monitored, tmp, f"mem{r}", every=every))
+        runs[monitored].append(spawn("train", name, steps, monitored, tmp, f"mem{r}",
+                                    monitoring=monitoring))
     plain = statistics.median(x["peak_rss_mb"] for x in runs[False])
     mon = statistics.median(x["peak_rss_mb"] for x in runs[True])
     trace = runs[True][0]["trace"]
@@ -85,13 +87,13 @@ def run_memory(name, steps, reps, tmp, every=1) -> dict:
             "trace_steps": trace["steps"], "trace_failures": trace["failure_transitions"]}
 
 
-def run_long(steps, tmp, every=1) -> dict:
+def run_long(steps, tmp, monitoring=ALL) -> dict:
     """The tiny model for `steps` steps, plain and monitored; VmRSS at steps/10 and at the end."""
     early = steps // 10
     at = f"{early},{steps}"
     res = {"steps": steps, "early_step": early}
     for label, monitored in (("plain", False), ("monitored", True)):
-        r = spawn("train", "tiny", steps, monitored, tmp, "long", rss_at=at, every=every)
+        r = spawn("train", "tiny", steps, monitored, tmp, "long", rss_at=at, monitoring=monitoring)
         a, b = r["rss_mb_at"][str(early)], r["rss_mb_at"][str(steps)]
         res[label] = {"rss_mb_early": a, "rss_mb_end": b, "growth": b / a - 1,
                       "peak_rss_mb": r["peak_rss_mb"], "loop_s": r["loop_s"],
@@ -100,7 +102,7 @@ def run_long(steps, tmp, every=1) -> dict:
     return res
 
 
-def run_compile(name, steps, warmup, reps, tmp, every=1) -> dict:
+def run_compile(name, steps, warmup, reps, tmp, monitoring=ALL) -> dict:
     """`reps` processes each plain and monitored, in ABBA order, each with a cold inductor
     cache; figures are medians over the processes of each kind."""
     res = {"workload": name, "steps": steps, "warmup": warmup, "reps": reps,
@@ -108,7 +110,8 @@ def run_compile(name, steps, warmup, reps, tmp, every=1) -> dict:
     for k, (_, monitored) in enumerate(_abba(reps)):
         cache = tempfile.mkdtemp(prefix=f"inductor-{k}-", dir=tmp)
         res["runs"]["monitored" if monitored else "plain"].append(spawn(
-            "compile", name, steps, monitored, tmp, f"compile{k}", warmup=warmup, every=every,
+            "compile", name, steps, monitored, tmp, f"compile{k}", warmup=warmup,
+            monitoring=monitoring,
             env_extra={"TORCHINDUCTOR_CACHE_DIR": cache, "TORCHINDUCTOR_FX_GRAPH_CACHE": "0",
                        "TORCHINDUCTOR_AUTOGRAD_CACHE": "0"}))
     for label, runs in res["runs"].items():

@@ -7,13 +7,13 @@ import os
 import pstats
 import tempfile
 
-from loop import timed_round
+from loop import ALL, Monitoring, timed_round
 from workloads import Workload
 
 OURS = "neuraldbg_cli"
 
 
-def run_profile(workload: Workload, steps: int, top: int, every: int = 1) -> str:
+def run_profile(workload: Workload, steps: int, top: int, monitoring: Monitoring = ALL) -> str:
     """Profiles `steps` monitored steps (set-up and warm-up are not profiled); the report."""
     prof = cProfile.Profile()
 
@@ -25,7 +25,7 @@ def run_profile(workload: Workload, steps: int, top: int, every: int = 1) -> str
         finally:
             prof.disable()
     with tempfile.TemporaryDirectory() as tmp:
-        wall, _ = timed_round(workload, steps, os.path.join(tmp, "profile.jsonl"), every,
+        wall, _ = timed_round(workload, steps, os.path.join(tmp, "profile.jsonl"), monitoring,
                               around=profiling)
     st = pstats.Stats(prof)
     lines = [f"profile of {workload.name} under monitoring: {steps} steps, {wall:.2f} s wall "

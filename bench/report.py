@@ -1,6 +1,7 @@
 """The results as text tables, one per section, with ok/OVER against the targets."""
 from __future__ import annotations
 
+from loop import Monitoring
 from workloads import WORKLOADS
 
 TARGETS = {"ratio": {name: w.ratio_target for name, w in WORKLOADS.items()},
@@ -18,9 +19,8 @@ def report(res: dict) -> str:
              f"({m['torch_threads']} threads), python {m['python']}",
              f"load average: start {m['loadavg_start']}, end {m.get('loadavg_end')}"
              f"{'  (quick run)' if res['quick'] else ''}"]
-    every = res.get("every", 1)
     if res.get("timing"):
-        lines += _timing(res["timing"], every)
+        lines += _timing(res["timing"], Monitoring(res.get("every", 1), res.get("detectors")))
     if res.get("memory"):
         lines += _memory(res["memory"])
     if res.get("long"):
@@ -30,9 +30,8 @@ def report(res: dict) -> str:
     return "\n".join(lines)
 
 
-def _timing(timing, every) -> list:
-    which = "every step monitored" if every == 1 else f"1 step in {every} monitored"
-    lines = ["", f"training-loop time, monitored / plain ({which})",
+def _timing(timing, monitoring) -> list:
+    lines = ["", f"training-loop time, monitored / plain ({monitoring.describe()})",
              f"{'workload':12} {'rounds':>6} {'steps':>6} {'plain ms/step':>14} {'mon ms/step':>12} "
              f"{'+ms/step':>9} {'median':>7} {'min':>6} {'max':>6} {'target':>7}      {'step-med':>8}"]
     for name, t in timing.items():

@@ -4,16 +4,17 @@ from __future__ import annotations
 import os
 import statistics
 
-from loop import timed_round
+from loop import ALL, Monitoring, timed_round
 from workloads import Workload
 
 
-def run_timing(workload: Workload, rounds: int, steps: int, tmp: str, every: int = 1) -> dict:
+def run_timing(workload: Workload, rounds: int, steps: int, tmp: str,
+               monitoring: Monitoring = ALL) -> dict:
     """Per-round ratios of monitored to plain loop time, and their median."""
     trace = os.path.join(tmp, f"timing-{workload.name}.jsonl")
 
     def one(monitored, n):
-        return timed_round(workload, n, trace if monitored else None, every)
+        return timed_round(workload, n, trace if monitored else None, monitoring)
     for monitored in (False, True):     # discarded: first-touch, allocator, lazy imports
         one(monitored, max(1, steps // 4))
     plain, mon, step_ratios = [], [], []

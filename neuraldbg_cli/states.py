@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .errors import InputError
+
 
 @dataclass(frozen=True)
 class State:
@@ -178,6 +180,21 @@ def register(signal: Signal) -> Signal:
     """Add a detector's signal (or replace one of the same name); returns it."""
     SIGNALS[signal.name] = signal
     return signal
+
+
+def parse_signals(text, *, what: str = "--detectors") -> tuple | None:
+    """'activation,gradient' (or a list of names) -> ('activation', 'gradient'): the signals
+    whose detectors run; None, '' or 'all' -> None (every detector)."""
+    if text is not None and not isinstance(text, str):
+        text = ",".join(text)
+    items = [s.strip().lower() for s in (text or "").split(",") if s.strip()]
+    if not items or items == ["all"]:
+        return None
+    for name in items:
+        if name not in SIGNALS:     # read now: a detector may have registered since import
+            raise InputError(f"{what}: unknown signal {name!r} (expected one of: "
+                             f"{', '.join(SIGNALS)}, or all)")
+    return tuple(dict.fromkeys(items))
 
 
 def lookup(signal: str, name: str) -> State | None:

@@ -125,7 +125,8 @@ def test_trace_is_a_folder(work, capsys):
     (["--fail-on", "dead,deadd"], ["deadd"]),
     (["--every", "0"], ["--every"]),
     (["--bogus"], ["--bogus", "option"]),
-], ids=["unknown-fail-on-state", "every-not-positive", "unknown-option"])
+    (["--detectors", "activation,gradiant"], ["--detectors", "gradiant", "activation"]),
+], ids=["unknown-fail-on-state", "every-not-positive", "unknown-option", "unknown-detector"])
 def test_bad_option_before_script(work, capsys, options, needles):
     run_bad(work, capsys, options, ["side.py"], *needles)
 

@@ -59,6 +59,16 @@ def test_a_detector_in_one_file_writes_transitions(toy, tmp_path):
     assert {t["signal"] for t in dbg.transitions} == {*BUILT_IN, "toy"}
 
 
+def test_a_detector_in_one_file_can_be_chosen_alone(toy, tmp_path):
+    """`detectors=` (`run --detectors`) knows a signal registered by a detector's own file."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 1))
+    with NeuralDbg(model, trace=str(tmp_path / "t.jsonl"), detectors="toy") as dbg:
+        train(model, 8, scale_at=4)
+    assert {t["signal"] for t in dbg.transitions} == {"toy"}
+    assert [t["layer"] for t in dbg.failures()] == ["0", "2"]
+
+
 def test_without_the_toy_no_toy_signal(tmp_path):
     model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 1))
     with NeuralDbg(model, trace=str(tmp_path / "t.jsonl")) as dbg:

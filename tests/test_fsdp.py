@@ -53,6 +53,7 @@ class _Layer:
 
     def __init__(self):
         self.in_optimizer = False
+        self.on_update = ["watched"]     # (some detector watches its updates)
 
 
 class _Opt:

@@ -146,6 +146,17 @@ def test_lightning_stops_on_a_dead_layer_and_logs_the_hypothesis(pl, tmp_path, c
     assert "cause learning_rate" in said
 
 
+def test_lightning_callback_takes_the_detectors_as_neuraldbg_does(pl, tmp_path):
+    from neuraldbg_cli.errors import InputError
+    from neuraldbg_cli.integrations.lightning import NeuralDbgCallback
+
+    with pytest.raises(InputError, match="unknown signal 'activations'"):
+        NeuralDbgCallback(detectors="activations")
+    cb = NeuralDbgCallback(trace=str(tmp_path / "t.jsonl"), detectors=["activation"])
+    fit(pl, lightning_module(pl), cb, max_steps=5)
+    assert {t["signal"] for t in cb.dbg.transitions} == {"activation"}
+
+
 def test_lightning_names_submodules_called_directly(pl, tmp_path):
     """training_step calls self.generator(...) and self.discriminator(...), never the module
     itself: the layers are still named from it."""

@@ -9,6 +9,7 @@ from torch import nn
 
 from conftest import trace_events, train
 from neuraldbg_cli import NeuralDbg
+from neuraldbg_cli.errors import InputError
 from neuraldbg_cli.observe.detectors.base import Observation
 from neuraldbg_cli.observe.detectors.loss import LossDetector
 from neuraldbg_cli.observe.detectors.update import UpdateDetector
@@ -24,6 +25,7 @@ class _Layer:
     def __init__(self, module_type="Linear"):
         self.module_type = module_type
         self.in_optimizer = False
+        self.on_update = ["watched"]     # (some detector watches its updates)
 
 
 def sampled_and_exact(model, opt, step_once):
@@ -195,6 +197,29 @@ def test_gradients_never_reset_are_a_loop_mistake(tmp_path, hooks_clean):
     found = [t for t in dbg.failures() if t["signal"] == "loop"]
     assert [(t["layer"], t["to"]) for t in found] == [("(loop)", "no_zero_grad")]
     assert found[0]["step"] <= TH.loop.no_zero_grad_steps
+
+
+def test_only_the_detectors_named_run_and_the_others_cost_nothing(tmp_path, hooks_clean):
+    """NeuralDbg(detectors=...) (`run --detectors`): the same loop mistake is not judged, the
+    update sampler copies nothing, the loss is not wrapped; the trace says what was observed."""
+    model, x, y = _mlp(), torch.randn(16, 8), torch.randn(16, 1)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    trace = tmp_path / "t.jsonl"
+    with NeuralDbg(trace=str(trace), detectors="activation,gradient") as dbg:
+        monitor = dbg.session.monitor
+        assert monitor.backward is None and monitor.loss_calls is None
+        for _ in range(10):
+            ((model(x) - y) ** 2).mean().backward()
+            opt.step()
+        assert not monitor.registry.updates_watched
+        assert all(not w.views for _, w in monitor.hooks.updates._watched.values())
+    events = trace_events(trace)
+    assert events[0]["detectors"] == ["activation", "gradient"]
+    signals = {e["signal"] for e in events if e["event"] == "transition"}
+    assert signals == {"activation", "gradient"}
+    assert not [e for e in events if e["event"] == "summary" and "update_ratio" in e["stats"]]
+    with pytest.raises(InputError, match="unknown signal 'loops'"):
+        NeuralDbg(trace=str(trace), detectors=["activation", "loops"])
 
 
 @pytest.mark.parametrize("reset", ["zero_grad", "set_to_none", "model_zero_grad", "zero_"])

@@ -16,6 +16,7 @@ class _Layer:
     """What the sampler needs of a layer record."""
     module_type = "Linear"
     in_optimizer = False
+    on_update = ["watched"]             # (some detector watches its updates)
 
 
 def exact_ratio(before: list, params: list) -> float:

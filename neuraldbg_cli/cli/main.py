@@ -14,7 +14,7 @@ except ImportError:  # pragma: no cover - older typer uses click itself
 
 from ..errors import InputError
 from ..inert import inert
-from ..states import failure_names
+from ..states import failure_names, parse_signals
 from ..thresholds import Thresholds, defaults_text, load_thresholds, parse_states
 
 app = typer.Typer(
@@ -67,6 +67,10 @@ def run(
     every: int = typer.Option(1, "--every", metavar="N", min=1,
                               help="observe every N-th step only (default 1: all); cheaper "
                                    "for tiny models, but a state must then last N times longer"),
+    detectors: str | None = typer.Option(None, "--detectors", metavar="SIGNALS",
+                                          help="comma list of the signals observed, e.g. "
+                                               "activation,gradient (default all): fewer "
+                                               "cost less"),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="no summary on stderr"),
     junit: str | None = typer.Option(None, "--junit", metavar="FILE", help=JUNIT_HELP),
 ) -> None:
@@ -79,6 +83,7 @@ def run(
         raise InputError(f"no such option: {script} (see: neuraldbg run --help)")
     th = load_thresholds(thresholds)
     gate = _fail_on(fail_on, th)
+    signals = parse_signals(detectors)
     check_writable(trace_path_for(trace))
     if junit is not None:
         from ..publish.junit import check_writable as junit_writable
@@ -86,15 +91,16 @@ def run(
         junit = trace_path_for(junit)       # (under torchrun: one per rank, as the trace)
         junit_writable(junit)
     target = runner.module_target(script) if module else runner.script_target(script)
-    raise typer.Exit(_observe(target, list(ctx.args), trace, th, gate, quiet, every, junit))
+    raise typer.Exit(_observe(target, list(ctx.args), trace, th, gate, quiet, every, junit,
+                              signals))
 
 
-def _observe(target, args, trace, th, gate, quiet, every, junit=None) -> int:
+def _observe(target, args, trace, th, gate, quiet, every, junit=None, signals=None) -> int:
     from ..observe.session import Session
     from . import runner
 
     session = Session(trace, th, script=target.argv0, argv=[target.argv0, *args], quiet=quiet,
-                      every=every)
+                      every=every, signals=signals)
     previous = signal.getsignal(signal.SIGTERM)
     if previous is signal.SIG_DFL:
         signal.signal(signal.SIGTERM, _raise_terminated)

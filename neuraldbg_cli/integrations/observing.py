@@ -3,14 +3,17 @@ hypotheses at the end through the framework's logger."""
 from __future__ import annotations
 
 from ..observe.api import NeuralDbg
+from ..states import parse_signals
 from ..thresholds import parse_states
 
 
 class Observation:
     """One fit observed: started on the model the trainer holds, closed once, explained."""
 
-    def __init__(self, trace: str, fail_on, stop_on, thresholds, every: int, framework: str):
+    def __init__(self, trace: str, fail_on, stop_on, thresholds, every: int, framework: str,
+                 detectors=None):
         self.trace, self.every, self.thresholds = trace, every, thresholds
+        self.detectors = parse_signals(detectors, what="detectors")
         self.fail_on = fail_on
         self.stop_on = parse_states(stop_on, what="stop_on") if isinstance(stop_on, str) \
             else tuple(stop_on or ())
@@ -25,7 +28,7 @@ class Observation:
         if self.dbg is not None:
             self.close()                    # a second fit with the same callback: a new trace
         self.dbg = NeuralDbg(model, trace=self.trace, thresholds=self.thresholds,
-                             fail_on=self.fail_on, every=self.every)
+                             fail_on=self.fail_on, every=self.every, detectors=self.detectors)
         self.dbg.__enter__()
         self._monitor = self.dbg.session.monitor if framework_steps else None
         if self._monitor is not None:
@@ -81,13 +84,14 @@ class Observing:
 
     trace: the JSONL trace; fail_on: the states of `.failed`; stop_on: states that stop
     training (e.g. "nonfinite,dead"); thresholds: a Thresholds or YAML path; every: observe
-    every N-th step."""
+    every N-th step; detectors: the signals observed (default all), as NeuralDbg's."""
 
     framework = ""
 
     def __init__(self, trace: str = "neuraldbg-trace.jsonl", *, fail_on: str | None = None,
-                 stop_on=None, thresholds=None, every: int = 1):
-        self.observation = Observation(trace, fail_on, stop_on, thresholds, every, self.framework)
+                 stop_on=None, thresholds=None, every: int = 1, detectors=None):
+        self.observation = Observation(trace, fail_on, stop_on, thresholds, every, self.framework,
+                                       detectors)
 
     @property
     def dbg(self):

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import sys
 
+from ..states import parse_signals
 from ..thresholds import Thresholds, load_thresholds, parse_states
 
 
@@ -13,13 +14,16 @@ class NeuralDbg:
     thresholds: a Thresholds, a path to a YAML file, or None for the defaults.
     fail_on: states for `dbg.failed` (e.g. "dead,nonfinite"); default from the thresholds.
     every: observe every N-th step only (default 1: every step).
+    detectors: the signals observed, e.g. "activation,gradient" (or a list); default all.
     """
 
     def __init__(self, model=None, trace: str = "neuraldbg-trace.jsonl", thresholds=None,
-                 fail_on: str | None = None, quiet: bool = True, every: int = 1):
+                 fail_on: str | None = None, quiet: bool = True, every: int = 1,
+                 detectors=None):
         if not isinstance(every, int) or every < 1:
             raise ValueError(f"every must be a positive integer, got {every!r}")
         self.every = every
+        self.signals = parse_signals(detectors, what="detectors")
         self.thresholds = thresholds if isinstance(thresholds, Thresholds) else load_thresholds(thresholds)
         self.fail_on = self.thresholds.fail_on if fail_on is None else parse_states(fail_on)
         self.model = model
@@ -32,7 +36,8 @@ class NeuralDbg:
 
         argv = list(sys.argv)
         self.session = Session(self.trace, self.thresholds, script=argv[0] if argv else "",
-                               argv=argv, model=self.model, quiet=self.quiet, every=self.every)
+                               argv=argv, model=self.model, quiet=self.quiet, every=self.every,
+                               signals=self.signals)
         self.session.start(existing_optimizers=True)
         return self
 

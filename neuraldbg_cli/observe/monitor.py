@@ -30,13 +30,14 @@ class Monitor:
     """One instance per run or `with` block."""
 
     def __init__(self, thresholds: Thresholds, emit, *, model: nn.Module | None = None, warn=None,
-                 every: int = 1, detectors: list | None = None):
-        """detectors: instances to run (default: one of each registered detector)."""
+                 every: int = 1, detectors: list | None = None, signals=None):
+        """detectors: instances to run (default: one of each registered detector, or, with
+        `signals`, of those whose signal is named)."""
         self.th = thresholds
         self.emit = emit                      # callable(event dict)
         self.warn = warn or (lambda msg: print(f"neuraldbg: {msg}", file=sys.stderr))
         self.clock = StepClock(every, emit)
-        found = detector_registry.build(thresholds) if detectors is None else detectors
+        found = detector_registry.build(thresholds, signals) if detectors is None else detectors
         self.registry = Registry(found, thresholds.debounce_steps, self.clock, emit,
                                  self.fault, model, thresholds.recovery_growth)
         self.judge = StepJudge(thresholds, self.registry, emit, self.fault)

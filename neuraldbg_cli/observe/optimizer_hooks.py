@@ -10,7 +10,8 @@ class OptimizerHooks:
 
     def _optimizer_stepping(self, opt, args, kwargs):
         """Before an optimizer step: the sampled weights, to measure its update."""
-        if self.updates is not None and self.active and self.observing:
+        if self.updates is not None and self.active and self.observing \
+                and self.registry.updates_watched:
             try:
                 self.updates.before(opt, self.registry.owners)
             except Exception as e:  # noqa: BLE001 - a monitor fault must not end the run

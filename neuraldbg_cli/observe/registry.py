@@ -33,6 +33,7 @@ class Registry:
         self.names: dict = {}               # id(module) -> (weakref, layer name)
         self.roots: dict = {}               # id(outermost module) -> weakref
         self.owners: dict = {}              # id(parameter) -> LayerRec
+        self.updates_watched = False        # some layer's updates are judged (else none sampled)
         self.batchnorms: dict = {}          # id(module) -> LayerRec of a BatchNorm read
         self.parents = naming.Parents()     # (a submodule called alone is named in its model)
         self.model = model
@@ -81,6 +82,8 @@ class Registry:
             self.batchnorms[id(module)] = rec       # (its running statistics: before each call)
         if self.name(module) is None:
             self.unnamed_seen = True
+        if rec.on_update:
+            self.updates_watched = True
         if rec.on_grad or rec.on_update:
             for p in module.parameters(recurse=False):
                 owner = self.owners.get(id(p))      # (its id may be that of a parameter gone)

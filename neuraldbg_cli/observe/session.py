@@ -45,7 +45,7 @@ class Session:
     a `finally`, so a crash or an interrupt still closes the trace."""
 
     def __init__(self, trace: str, thresholds: Thresholds, *, script: str, argv: list,
-                 model=None, quiet: bool = False, every: int = 1):
+                 model=None, quiet: bool = False, every: int = 1, signals=None):
         self.rank, self.world_size = dist_rank()
         self.path = trace_path_for(trace)
         self.thresholds = thresholds
@@ -55,10 +55,11 @@ class Session:
         self.writer.write({
             "event": "run_start", "schema": SCHEMA, "version": __version__, "script": script,
             "argv": list(argv), "torch": _torch_version(), "thresholds": thresholds.to_dict(),
-            "rank": self.rank, "world_size": self.world_size, "every": every, "pid": os.getpid(),
+            "rank": self.rank, "world_size": self.world_size, "every": every,
+            "detectors": None if signals is None else list(signals), "pid": os.getpid(),
             "run_id": os.environ.get("TORCHELASTIC_RUN_ID"), "time": _now()})
         self.monitor = None         # made once torch is imported (by the script, under `run`)
-        self._model, self._every = model, every
+        self._model, self._every, self._signals = model, every, signals
         self._watch = None
         self._finished = False
 
@@ -85,7 +86,7 @@ class Session:
             from .monitor import Monitor
 
             self.monitor = Monitor(self.thresholds, self._emit, model=self._model, warn=self.warn,
-                                   every=self._every)
+                                   every=self._every, signals=self._signals)
             self.monitor.install(existing_optimizers)
         except Exception as e:  # noqa: BLE001 - the script's own import must not fail for it
             if self.monitor is not None:

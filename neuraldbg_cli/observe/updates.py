@@ -52,6 +52,7 @@ class _Watched(NamedTuple):
     sharded: bool       # some parameters are DTensors: their storages are their shards'
     rows: torch.Tensor | None   # (2, views, longest): the copies in row 0, row 1 for afters
     afters: list        # one buffer per view in rows[1], for the copy after the step
+    halves: tuple       # (rows[0], rows[1]), made once
 
 
 def sampled_view(p: torch.Tensor, sample: int) -> tuple | None:
@@ -100,7 +101,8 @@ class UpdateSampler:
             return _new(UpdateBatch, (torch._foreach_norm([*copies, *views]), watched.groups,
                                       True, False))
         torch._foreach_copy_(watched.afters, views)
-        rows[0].sub_(rows[1])           # (the padding is zero in both rows: its norm is 0)
+        before, after = watched.halves
+        before.sub_(after)              # (the padding is zero in both rows: its norm is 0)
         # the norms of the copies, then of the weights after the step, as in the other path
         norms = torch.linalg.vector_norm(rows, dim=-1).view(-1)
         if norms.is_cpu:    # (one tolist() costs less than a 0-d view and an item() per norm)
@@ -131,22 +133,25 @@ class UpdateSampler:
             # Held by an optimizer, sampled or not (a shard empty on this rank, a sparse or
             # strided weight): not a layer that gets gradients outside every optimizer.
             rec.in_optimizer = True
+            if not rec.on_update:       # (no detector watches its updates: nothing to copy)
+                continue
             found = sampled_view(local_shard(p) if sharded else p, self.sample)
             if found is None:
                 continue
             positions.setdefault(rec, []).append((len(views), found[1]))
             views.append(found[0])
-        rows, afters = None, []
+        rows, afters, halves = None, [], ()
         if views and len({(v.dtype, v.device) for v in views}) == 1:
             v = views[0]
             rows = torch.zeros((2, len(views), max(map(len, views))), dtype=v.dtype,
                                device=v.device)
             copies = [r[:len(w)] for r, w in zip(rows[0], views)]
             afters = [r[:len(w)] for r, w in zip(rows[1], views)]
+            halves = (rows[0], rows[1])
         else:
             copies = [torch.empty(v.shape, dtype=v.dtype, device=v.device) for v in views]
         return _Watched(_key(owners, params, sharded), views, list(positions.items()), copies,
-                        sharded, rows, afters)
+                        sharded, rows, afters, halves)
 
 
 def _key(owners: dict, params: list, sharded: bool) -> tuple:

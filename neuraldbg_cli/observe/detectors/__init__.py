@@ -16,9 +16,11 @@ def unregister(factory) -> None:
         _FACTORIES.remove(factory)
 
 
-def build(thresholds) -> list:
-    """One instance of every registered detector, for one run."""
-    return [factory(thresholds) for factory in _FACTORIES]
+def build(thresholds, signals=None) -> list:
+    """One instance of every registered detector for one run; with `signals` (names), of
+    those detectors only whose signal is named."""
+    return [factory(thresholds) for factory in _FACTORIES
+            if signals is None or factory.signal.name in signals]
 
 
 from . import activation, gradient, loop, loss, norm, output, residual, update  # noqa: E402,F401 - the built-ins register
