@@ -98,13 +98,15 @@ class LoopThresholds:
 @dataclass(frozen=True)
 class OutputThresholds:
     """The model's output where it meets the loss and the targets (read at every step of the
-    first `dense_steps`, then at one step in `every`: the pairing is the script's, not the
+    first `dense_steps`, then at one step in `every` up to step `every` x `points`, then at
+    half that rate each time the run doubles in length: the pairing is the script's, not the
     batch's)."""
     beyond: float = 0.5
     one_class_steps: int = 50
     log_prob_tolerance: float = 0.05
     dense_steps: int = 20
     every: int = 10
+    points: int = 20
 
 
 @dataclass(frozen=True)

@@ -34,6 +34,11 @@ OUTPUT_LAYER = "(output)"
 PSEUDO_LAYERS = (INPUT_LAYER, LOSS_LAYER, LOOP_LAYER, OUTPUT_LAYER)
 
 
+# Made once: json.dumps with any option builds a new encoder at every call. Strict: a NaN or
+# an infinity raises, and only that (rare) event goes through _clean.
+_encode = json.JSONEncoder(separators=(", ", ": "), allow_nan=False).encode
+
+
 def _clean(value):
     """JSON has no NaN/Infinity: write them as strings so every line stays strict JSON."""
     if isinstance(value, float) and not math.isfinite(value):
@@ -74,7 +79,11 @@ class TraceWriter:
     def write(self, event: dict) -> None:
         if self._broken:
             return
-        data = (json.dumps(_clean(event), separators=(", ", ": ")) + "\n").encode("utf-8")
+        try:
+            text = _encode(event)
+        except ValueError:      # (NaN or infinite numbers: written as strings)
+            text = _encode(_clean(event))
+        data = (text + "\n").encode("utf-8")
         try:
             written = self._file.write(data)
             if written != len(data):

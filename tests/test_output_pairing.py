@@ -275,3 +275,34 @@ def test_the_distinct_classes_of_a_batch_leave_out_the_ignore_index():
     found = dict(zip(call.names, (float(t) for t in call.tensors)))
     assert found["target_classes"] == 3 and (found["target_min"], found["target_max"]) == (-100, 4)
     assert call.units == 5 and call.rows == 6 and call.target == "index"
+
+
+def test_the_loss_call_is_read_at_every_early_step_then_ever_more_rarely():
+    """The pairing is the script's: after the first 20 steps one step in 10 is read, and half
+    as often each time the run doubles past 200 steps (a long run reads a few dozen times per
+    doubling, not once every 10 steps)."""
+    from types import SimpleNamespace
+
+    from neuraldbg_cli.thresholds import Thresholds
+
+    clock, hooks = SimpleNamespace(step=0), SimpleNamespace(observing=True)
+    calls = pairing.LossCalls(clock, hooks, Thresholds().output, lambda *a: None)
+    calls.install()
+    out, target = torch.randn(4, 3, requires_grad=True), torch.tensor([0, 1, 2, 0])
+    read = []
+    try:
+        for step in range(1000):
+            clock.step = step
+            F.cross_entropy(out, target)
+            if calls.take() is not None:
+                read.append(step)
+    finally:
+        calls.remove()
+
+    def between(lo, hi):
+        return [s for s in read if lo <= s < hi]
+    assert between(0, 20) == list(range(20))
+    assert between(20, 200) == list(range(20, 200, 10))
+    assert between(200, 400) == list(range(200, 400, 20))
+    assert between(800, 1000) == [800, 880, 960]
+    assert len(read) == 20 + 18 + 10 + 10 + 3

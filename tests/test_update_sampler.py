@@ -80,3 +80,37 @@ def test_parameters_of_several_dtypes_are_measured_one_buffer_each():
         with torch.no_grad():       # the same weights for the other layout
             for p, w in zip(a.parameters(), before):
                 p.copy_(w)
+
+
+def test_a_step_taken_unobserved_is_not_counted_in_the_next_observed_one():
+    """Observed steps in a row copy the weights once a step (the last step's copy is the
+    next one's before); a step between them that is not observed (`--every`) breaks that
+    chain, and the next observed step is measured alone."""
+    torch.manual_seed(0)
+    lin = nn.Linear(16, 8)
+    params = list(lin.parameters())
+    rec = _Layer()
+    owners = {id(p): rec for p in params}
+    opt = torch.optim.SGD(params, lr=0.1)
+    sampler = UpdateSampler(TH.update.sample)
+
+    def step(scale: float, observed: bool = True):
+        before = [p.detach().clone() for p in params]
+        if observed:
+            sampler.before(opt, owners)
+        else:
+            sampler.skip(opt)
+        for p in params:
+            p.grad = torch.full_like(p, scale)
+        opt.step()
+        if observed:
+            batch = sampler.after(opt)
+            return ratios(batch, values(batch))[rec], exact_ratio(before, params)
+        return None
+
+    for scale in (1.0, 2.0, 3.0):          # in a row: each measured on its own
+        sampled, exact = step(scale)
+        assert math.isclose(sampled, exact, rel_tol=1e-4), (scale, sampled, exact)
+    step(50.0, observed=False)              # a large update nobody measured
+    sampled, exact = step(1.0)
+    assert math.isclose(sampled, exact, rel_tol=1e-4), (sampled, exact)

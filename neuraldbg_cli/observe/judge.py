@@ -99,11 +99,11 @@ class StepJudge(Verdicts):
             raw, done = grad_values(values, plan)
         norms = {}
         for batch in grads:
-            values = done if batch.normed else raw
-            k = len(batch.tensors)
-            if type(batch) is UpdateBatch:
-                # (a vector is read on its own: its values are not among these)
-                own, k = (batch.tensors.tolist(), 0) if batch.vector else (values[:k], k)
+            values, update = done if batch.normed else raw, type(batch) is UpdateBatch
+            # (a vector is read on its own: its values are not among these)
+            k = 0 if update and batch.vector else len(batch.tensors)
+            if update:
+                own = batch.tensors.tolist() if batch.vector else values[:k]
                 found = self._judge_updates(batch, own, norms, recs, step)
                 if keep is not None:
                     for rec, ratio in found.items():

@@ -10,10 +10,12 @@ class OptimizerHooks:
 
     def _optimizer_stepping(self, opt, args, kwargs):
         """Before an optimizer step: the sampled weights, to measure its update."""
-        if self.updates is not None and self.active and self.observing \
-                and self.registry.updates_watched:
+        if self.updates is not None and self.active and self.registry.updates_watched:
             try:
-                self.updates.before(opt, self.registry.owners)
+                if self.observing:
+                    self.updates.before(opt, self.registry.owners)
+                else:       # (the weights this step leaves are not the next one's before)
+                    self.updates.skip(opt)
             except Exception as e:  # noqa: BLE001 - a monitor fault must not end the run
                 self._updates_off(e)
         if self.backward is not None:

@@ -7,8 +7,10 @@ read: which loss, the activation that produced its input (read off the autograd 
 `torch.softmax(x)` is seen as well as `nn.Softmax`), shapes and dtypes (known on the host),
 and a few reductions over at most ROWS rows of the output and the target, read with the
 step's other numbers. The pairing belongs to the script rather than to the batch, so after the
-first `dense_steps` only one step in `every` is read. The user's call always runs, unchanged
-and outside of any guard: a fault here switches this part off with a warning.
+first `dense_steps` only one step in `every` is read, and half as often each time the run
+doubles past `every` x `points` steps (a few dozen reads per doubling, at steps that are
+also the summaries' steps). The user's call always runs, unchanged and outside of any guard:
+a fault here switches this part off with a warning.
 """
 from __future__ import annotations
 
@@ -70,6 +72,8 @@ class LossCalls:
         self._clock = clock
         self._hooks = hooks         # (whether this step is observed)
         self._dense, self._every = thresholds.dense_steps, thresholds.every
+        self._points = thresholds.points
+        self._interval = self._every        # of the reads at the run's present length
         self._fault = fault         # callable(what, error)
         self.active = False
         self.call: LossCall | None = None
@@ -109,7 +113,7 @@ class LossCalls:
 
     def _saw(self, name: str, args: tuple, kwargs: dict) -> None:
         step = self._clock.step
-        if step >= self._dense and step % self._every:
+        if step >= self._dense and step % self._read_interval(step):
             return
         out = args[0] if args else kwargs.get("input")
         target = args[1] if len(args) > 1 else kwargs.get("target")
@@ -118,6 +122,18 @@ class LossCalls:
                 or not out.is_floating_point() or out.numel() == 0 or target.numel() == 0:
             return      # (a metric, an evaluation pass, or a call the loss itself rejects)
         self.call = read_call(name, out, target)._replace(step=step)
+
+
+    def _read_interval(self, step: int) -> int:
+        """One step in `every`, half as often each time the run doubles past `every` x
+        `points` steps (computed again only when the run's length crosses a doubling)."""
+        n, points = self._interval, self._points
+        if step >= n * points or (n > self._every and step < n * points // 2):
+            n = self._every
+            while step >= n * points:
+                n *= 2
+            self._interval = n
+        return n
 
 
 def _shapes_differ(args: tuple, kwargs: dict) -> bool:

@@ -12,7 +12,11 @@ stays on the device and is read with the step's other numbers.
 Where the views share a dtype and a device (the usual case), the buffers are the rows of
 one zero-padded (2, parameters, longest view) tensor, before and after: the subtraction and
 all the norms are then one call each, not one per parameter (on the CPU each call on a small
-tensor costs about as much as its set-up, whatever its size).
+tensor costs about as much as its set-up, whatever its size). The two rows take turns: the
+weights copied after one step are the copy before the next, so a run of observed steps
+copies once a step, not twice. (What changes the weights between two steps, a clamp after
+the step say, is then part of the next update: the update is measured from the weights as
+the last step left them.)
 
 A sharded parameter (FSDP2's DTensor) is watched through its shard on this rank: its update
 ratio is that of the shard, with no collective; a rank whose shard is empty samples nothing.
@@ -42,17 +46,19 @@ class UpdateBatch(NamedTuple):
     groups: list        # [(layer record, [(position among the updates, scale)])]
     normed: bool = True  # (as GradBatch: its tensors are norms already)
     vector: bool = False  # (on the CPU: read with one tolist() at the step end)
+    swapped: bool = False  # the weights' norms come first, then the updates' (the rows take turns)
 
 
 class _Watched(NamedTuple):
     key: tuple          # the optimizer's parameter lists and the parameters' storages
     views: list         # one strided view per sampled parameter
     groups: list        # as UpdateBatch.groups
-    copies: list        # one buffer per view, overwritten by the copy before each step
+    copies: list        # one buffer per view (in row 0), for a copy before a step
     sharded: bool       # some parameters are DTensors: their storages are their shards'
-    rows: torch.Tensor | None   # (2, views, longest): the copies in row 0, row 1 for afters
-    afters: list        # one buffer per view in rows[1], for the copy after the step
-    halves: tuple       # (rows[0], rows[1]), made once
+    rows: torch.Tensor | None   # (2 x views, longest): the halves below, one view per row
+    halves: tuple       # (row 0, row 1) of the copies, made once
+    into: tuple         # the views' buffers in row 0, and in row 1: where a step's after goes
+    latest: list        # [the row that holds the weights as the last step left them, or None]
 
 
 def sampled_view(p: torch.Tensor, sample: int) -> tuple | None:
@@ -79,39 +85,58 @@ class UpdateSampler:
         self._before: dict = {}         # id(optimizer) -> copies of the views, this step
 
     def before(self, opt, owners: dict) -> None:
-        """Copy the sampled elements of `opt`'s parameters (its step is about to run)."""
+        """Copy the sampled elements of `opt`'s parameters (its step is about to run), unless
+        its last step, just before this one, left them in a row already."""
         watched = self._watch(opt, owners)
-        if watched.views:
-            # (into buffers kept with the views: no allocation)
-            torch._foreach_copy_(watched.copies, watched.views)
-            self._before[id(opt)] = watched.copies
+        if not watched.views:
+            return
+        latest = watched.latest[0]
+        if latest is not None:
+            self._before[id(opt)] = latest
+            return
+        # (into buffers kept with the views: no allocation)
+        torch._foreach_copy_(watched.copies, watched.views)
+        self._before[id(opt)] = 0
 
     def after(self, opt) -> UpdateBatch | None:
         """The sampled update of the step `opt` just took (None: no copy was taken)."""
-        copies = self._before.pop(id(opt), None)
+        row = self._before.pop(id(opt), None)
         entry = self._watched.get(id(opt))
-        if copies is None or entry is None or entry[0]() is not opt:
+        if row is None or entry is None or entry[0]() is not opt:
             return None
         watched = entry[1]
         views, rows = watched.views, watched.rows
         # In place, the copies become minus the update: its norm is the update's. Normed now,
         # the buffers are free for the next step (of this optimizer perhaps, in this step).
         if rows is None:
+            copies = watched.copies
             torch._foreach_sub_(copies, views)
             return _new(UpdateBatch, (torch._foreach_norm([*copies, *views]), watched.groups,
-                                      True, False))
-        torch._foreach_copy_(watched.afters, views)
-        before, after = watched.halves
+                                      True, False, False))
+        other = 1 - row             # the weights after the step go in the other row, and stay
+        torch._foreach_copy_(watched.into[other], views)
+        before, after = watched.halves[row], watched.halves[other]
         before.sub_(after)              # (the padding is zero in both rows: its norm is 0)
-        # the norms of the copies, then of the weights after the step, as in the other path
-        norms = torch.linalg.vector_norm(rows, dim=-1).view(-1)
+        watched.latest[0] = other
+        # the norms of both rows: the updates' in row `row`, the weights' in the other
+        norms = torch.linalg.vector_norm(rows, dim=-1)
+        swapped = row == 1
         if norms.is_cpu:    # (one tolist() costs less than a 0-d view and an item() per norm)
-            return _new(UpdateBatch, (norms, watched.groups, True, True))
-        return _new(UpdateBatch, (list(norms.unbind()), watched.groups, True, False))
+            return _new(UpdateBatch, (norms, watched.groups, True, True, swapped))
+        return _new(UpdateBatch, (list(norms.unbind()), watched.groups, True, False, swapped))
+
+    def skip(self, opt) -> None:
+        """`opt` steps unobserved: the weights its last step left are no longer the ones
+        before its next."""
+        entry = self._watched.get(id(opt))
+        if entry is not None:
+            entry[1].latest[0] = None
 
     def forget(self) -> None:
         """Drop copies of a step that was not completed (a fault, the end of the run)."""
         self._before.clear()
+        for _, watched in self._watched.values():
+            watched.latest[0] = None
 
     def _watch(self, opt, owners: dict) -> _Watched:
         params = [p for g in opt.param_groups for p in g["params"]]
@@ -148,10 +173,11 @@ class UpdateSampler:
             copies = [r[:len(w)] for r, w in zip(rows[0], views)]
             afters = [r[:len(w)] for r, w in zip(rows[1], views)]
             halves = (rows[0], rows[1])
+            rows = rows.view(-1, rows.shape[-1])    # (so the norms come out as one vector)
         else:
             copies = [torch.empty(v.shape, dtype=v.dtype, device=v.device) for v in views]
         return _Watched(_key(owners, params, sharded), views, list(positions.items()), copies,
-                        sharded, rows, afters, halves)
+                        sharded, rows, halves, (copies, afters), [None])
 
 
 def _key(owners: dict, params: list, sharded: bool) -> tuple:
@@ -165,14 +191,15 @@ def ratios(batch: UpdateBatch, norms: list) -> dict:
     """{layer record: ||dW|| / ||W|| (None where its weights are all zero)} from the norms of
     `batch.tensors`, in order."""
     half = len(norms) // 2
+    at_du, at_w = (half, 0) if batch.swapped else (0, half)
     out = {}
     for rec, parts in batch.groups:
         # (one loop, no comprehension: this runs for every layer at every step; sum() of the
         # terms, as Python sums them, in their order)
         du, w = [], []
         for i, s in parts:
-            du.append(norms[i] ** 2 * s)
-            w.append(norms[half + i] ** 2 * s)
+            du.append(norms[at_du + i] ** 2 * s)
+            w.append(norms[at_w + i] ** 2 * s)
         du, w = sum(du), sum(w)
         if w <= 0 or du == 0 and rec.module_type in _SPARSE_ROWS:
             out[rec] = None
