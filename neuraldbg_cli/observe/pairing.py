@@ -123,7 +123,6 @@ class LossCalls:
             return      # (a metric, an evaluation pass, or a call the loss itself rejects)
         self.call = read_call(name, out, target)._replace(step=step)
 
-
     def _read_interval(self, step: int) -> int:
         """One step in `every`, half as often each time the run doubles past `every` x
         `points` steps (computed again only when the run's length crosses a doubling)."""

@@ -82,7 +82,7 @@ class UpdateSampler:
     def __init__(self, sample: int):
         self.sample = sample
         self._watched: dict = {}        # id(optimizer) -> (weakref, _Watched)
-        self._before: dict = {}         # id(optimizer) -> copies of the views, this step
+        self._before: dict = {}         # id(optimizer) -> the row of its copy before this step
 
     def before(self, opt, owners: dict) -> None:
         """Copy the sampled elements of `opt`'s parameters (its step is about to run), unless
