@@ -53,11 +53,10 @@ class _Watched(NamedTuple):
     key: tuple          # the optimizer's parameter lists and the parameters' storages
     views: list         # one strided view per sampled parameter
     groups: list        # as UpdateBatch.groups
-    copies: list        # one buffer per view (in row 0), for a copy before a step
+    buffers: tuple      # one buffer per view in row 0 (the copy before a step), and in row 1
     sharded: bool       # some parameters are DTensors: their storages are their shards'
     rows: torch.Tensor | None   # (2 x views, longest): the halves below, one view per row
     halves: tuple       # (row 0, row 1) of the copies, made once
-    into: tuple         # the views' buffers in row 0, and in row 1: where a step's after goes
     latest: list        # [the row that holds the weights as the last step left them, or None]
 
 
@@ -95,7 +94,7 @@ class UpdateSampler:
             self._before[id(opt)] = latest
             return
         # (into buffers kept with the views: no allocation)
-        torch._foreach_copy_(watched.copies, watched.views)
+        torch._foreach_copy_(watched.buffers[0], watched.views)
         self._before[id(opt)] = 0
 
     def after(self, opt) -> UpdateBatch | None:
@@ -109,12 +108,12 @@ class UpdateSampler:
         # In place, the copies become minus the update: its norm is the update's. Normed now,
         # the buffers are free for the next step (of this optimizer perhaps, in this step).
         if rows is None:
-            copies = watched.copies
+            copies = watched.buffers[0]
             torch._foreach_sub_(copies, views)
             return _new(UpdateBatch, (torch._foreach_norm([*copies, *views]), watched.groups,
                                       True, False, False))
         other = 1 - row             # the weights after the step go in the other row, and stay
-        torch._foreach_copy_(watched.into[other], views)
+        torch._foreach_copy_(watched.buffers[other], views)
         before, after = watched.halves[row], watched.halves[other]
         before.sub_(after)              # (the padding is zero in both rows: its norm is 0)
         watched.latest[0] = other
@@ -176,8 +175,8 @@ class UpdateSampler:
             rows = rows.view(-1, rows.shape[-1])    # (so the norms come out as one vector)
         else:
             copies = [torch.empty(v.shape, dtype=v.dtype, device=v.device) for v in views]
-        return _Watched(_key(owners, params, sharded), views, list(positions.items()), copies,
-                        sharded, rows, halves, (copies, afters), [None])
+        return _Watched(_key(owners, params, sharded), views, list(positions.items()),
+                        (copies, afters), sharded, rows, halves, [None])
 
 
 def _key(owners: dict, params: list, sharded: bool) -> tuple:
