@@ -42,10 +42,8 @@ class InputThresholds:
 
 @dataclass(frozen=True)
 class AnomalyThresholds:
-    """Sudden shifts of a layer's output: EWMA control charts of its log rms and its inactive
-    share (observe/control.py), out of control beyond `enter` sigmas, back within `exit`; a
-    steady layer's least alarming shift: rms x `magnitude_factor`, share +-`sparsity_jump`.
-    `window` and `warmup` are also the gradient's exploding test's (its rolling median)."""
+    """Sudden shifts of a layer's output: EWMA control charts (observe/control.py); `window`
+    and `warmup` are also the gradient's exploding test's (its rolling median)."""
     window: int = 20
     warmup: int = 8
     smoothing: float = 0.1
@@ -80,19 +78,21 @@ class UpdateThresholds:
 @dataclass(frozen=True)
 class LossThresholds:
     """The loss passed to backward() (summed over a step's micro-batches), against its
-    starting level (the median of its first `start_steps` steps) and its recent median."""
+    starting level (the median of its first `start_steps` steps) and its recent median. A
+    stall while the layers' median update ratio is at least `moving_update` has weights that
+    move while the loss does not follow: targets with no signal, a finding, not a failure."""
     start_steps: int = 5
     window: int = 20
     spike_factor: float = 3.0
     diverging_factor: float = 1.5
     stall_after: int = 100
     stall_fraction: float = 0.95
+    moving_update: float = 1e-3
 
 
 @dataclass(frozen=True)
 class LoopThresholds:
-    """Mistakes of the training loop itself."""
-    no_zero_grad_steps: int = 3
+    no_zero_grad_steps: int = 3     # mistakes of the training loop itself
 
 
 @dataclass(frozen=True)
@@ -111,10 +111,8 @@ class OutputThresholds:
 
 @dataclass(frozen=True)
 class NormThresholds:
-    """Normalisation layers. BatchNorm: each step's batch mean against the running mean it
-    had before the step, per channel in running standard deviations, averaged over channels
-    (about 0.8 / sqrt(values per channel) for batches that are fair samples of the data).
-    LayerNorm/GroupNorm/RMSNorm: the rms of the gain against its value at first sight."""
+    """BatchNorm: the batch mean against the running one (DRIFT); LayerNorm/GroupNorm/RMSNorm:
+    the gain's rms against its first (COLLAPSED). thresholds.yaml tells each number."""
     drift: float = 0.5
     window: int = 5
     warmup: int = 20
@@ -124,13 +122,8 @@ class NormThresholds:
 
 @dataclass(frozen=True)
 class ResidualThresholds:
-    """Residual blocks (out = in + branch). EXPLODING: a run of at least `blocks` consecutive
-    blocks, each fed by the one before, each growing the stream's rms at least `growth`
-    times, over which the branches' own rms grows at least `branch_growth` times a block
-    (each branch scales with its input, so the stream multiplies; a normalised branch adds a
-    like amount whatever the stream's scale). COLLAPSED: the branch's ||out - in|| / ||in||
-    below `collapse_ratio` over each of the last `window` steps, after `warmup` steps (a
-    zero-initialised branch starts at exactly 0 and grows)."""
+    """Residual blocks (out = in + branch): a stream growing block after block (EXPLODING),
+    a branch adding nothing (COLLAPSED). thresholds.yaml tells each number."""
     growth: float = 1.25
     branch_growth: float = 1.4
     blocks: int = 4
@@ -141,10 +134,8 @@ class ResidualThresholds:
 
 @dataclass(frozen=True)
 class SummaryThresholds:
-    """Curves, not verdicts: a `summary` event per layer with the numbers its detectors judged,
-    at one step in `every` for the first `points` summaries, then at half that rate each time
-    the run doubles in length (so a run's trace grows with the log of its length); the loss,
-    one number a step, at one step in `loss_every` on the same plan."""
+    """Curves, not verdicts: a `summary` event per layer at one step in `every` for `points`
+    summaries, then half as often each time the run doubles; the loss every `loss_every`."""
     every: int = 10
     points: int = 100
     loss_every: int = 1
@@ -155,6 +146,14 @@ class InitThresholds:
     """Weights at first sight against the fan-in rule for the activation after them (He for
     ReLU, Xavier/LeCun otherwise): off by more than this factor either way is named."""
     scale_factor: float = 4.0
+
+
+@dataclass(frozen=True)
+class VerdictThresholds:
+    """Which failure episodes fail a run and which are blips (verdict.py tells the rule)."""
+    hold_steps: int = 10
+    recurring: int = 5
+    at_end: tuple[str, ...] = ("stalled",)
 
 
 @dataclass(frozen=True)
@@ -174,6 +173,7 @@ class Thresholds:
     residual: ResidualThresholds = field(default_factory=ResidualThresholds)
     init: InitThresholds = field(default_factory=InitThresholds)
     summary: SummaryThresholds = field(default_factory=SummaryThresholds)
+    verdict: VerdictThresholds = field(default_factory=VerdictThresholds)
     debounce_steps: int = 2
     recovery_growth: int = 4
     fail_on: tuple[str, ...] = ()
@@ -181,6 +181,7 @@ class Thresholds:
     def to_dict(self) -> dict:
         d = dataclasses.asdict(self)
         d["fail_on"] = list(self.fail_on)
+        d["verdict"]["at_end"] = list(self.verdict.at_end)
         return d
 
 
@@ -241,7 +242,7 @@ def _merge(cls, default, data, prefix: str):
         current = getattr(default, name)
         if dataclasses.is_dataclass(current):
             changes[name] = _merge(type(current), current, value, key)
-        elif name == "fail_on":
+        elif name in ("fail_on", "at_end"):
             if isinstance(value, str):
                 changes[name] = parse_states(value, what=key)
             elif isinstance(value, list) and all(isinstance(v, str) for v in value):

@@ -20,8 +20,9 @@ from .errors import InputError
 from .inert import inert
 
 # 2: learning dynamics, loop mistakes and the output/loss pairing (signals update, loss, loop,
-# output; weight scale in model events). Schema-1 traces are still read.
-SCHEMA = 2
+# output; weight scale in model events). 3: the verdict (run_end.failures, blips). Schema-1
+# and schema-2 traces are still read.
+SCHEMA = 3
 
 # Pseudo-layers of the trace: the outermost module's input, the outermost module itself, the
 # loss passed to backward(), the training loop, the model's output where it meets the loss.

@@ -47,7 +47,9 @@ def test_a_bare_module_is_the_root(tmp_path):
     assert {(e["layer"], e["signal"], e["from"], e["to"]) for e in evs} == {
         ("(root)", "activation", None, "normal"), ("(root)", "gradient", None, "healthy"),
         ("(root)", "update", None, "normal"), ("(input)", "activation", None, "normal"),
-        ("(loss)", "loss", None, "normal"), ("(loop)", "loop", None, "normal")}
+        ("(loss)", "loss", None, "normal"), ("(loop)", "loop", None, "normal"),
+        # the hand-written loss of `train`, read off the autograd graph
+        ("(output)", "output", None, "normal")}
     assert all(e["step"] == 0 for e in evs)
 
 

@@ -13,7 +13,7 @@ from neuraldbg_cli.observe.detectors.activation import ActivationDetector
 from neuraldbg_cli.observe.detectors.gradient import GradientDetector
 from neuraldbg_cli.thresholds import Thresholds
 
-BUILT_IN = {"activation", "gradient", "update", "loss", "loop"}   # the signals of a plain run
+BUILT_IN = {"activation", "gradient", "update", "loss", "loop", "output"}   # of a plain run
 
 
 @pytest.fixture

@@ -317,7 +317,7 @@ def test_the_weight_scale_at_first_sight_is_in_the_model_event(tmp_path, hooks_c
     with NeuralDbg(trace=str(trace)):
         train(model, x, y, steps=2)
     events = trace_events(trace)
-    assert events[0]["schema"] == 2
+    assert events[0]["schema"] >= 2
     layers = {l["name"]: l for e in events if e["event"] == "model" for l in e["layers"]}
     assert (layers["0"]["init_rule"], layers["2"]["init_rule"], layers["4"]["init_rule"]) == \
         ("he", "xavier", "xavier")

@@ -192,18 +192,20 @@ def _die_like_python(death) -> None:
 
 
 def _summary(session) -> None:
-    # Failures only (CONTRACT schema 2): an anomalous shift is a warning sign, often the
-    # precursor of the failure the line should name first.
+    # The episodes that count (verdict.py); blips and warning signs are only numbered: the
+    # first lasting failure is what the line should name.
     failures = session.failures(failure_names())
-    steps = session.steps
+    steps, blips = session.steps, session.blips()
+    seen = f" ({blips} blip{'s' * (blips != 1)}: failures that did not last)" if blips else ""
     if not failures:
-        print(f"neuraldbg: {steps} steps, no failure detected; trace: {session.path}",
+        print(f"neuraldbg: {steps} steps, no failure detected{seen}; trace: {session.path}",
               file=sys.stderr)
         return
     first = min(failures, key=lambda t: t["step"])
     layers = len({t["layer"] for t in failures})
-    print(f"neuraldbg: {steps} steps, {len(failures)} failure transitions in {layers} layers; "
-          f"first: {inert(first['layer'])} {first['signal']} {first['to']} at step {first['step']}. "
+    print(f"neuraldbg: {steps} steps, {len(failures)} lasting failure{'s' * (len(failures) != 1)} "
+          f"in {layers} layer{'s' * (layers != 1)}{seen}; first: {inert(first['layer'])} "
+          f"{first['signal']} {first['to']} at step {first['step']}. "
           f"Run: neuraldbg explain {session.path}", file=sys.stderr)
 
 

@@ -74,7 +74,7 @@ def subject(chain: list) -> Episode:
     first = chain[0]
     known = states.state_of(first.signal, first.state)
     warning_sign = known is not None and not known.failure
-    if not warning_sign and not first.recovered:
+    if not warning_sign and (first.counted or not first.recovered):
         return first
     same = [e for e in chain if (e.signal, e.state) == (first.signal, first.state)]
     flapping = first.folded or any(e.layer == first.layer and e.run == first.run
@@ -82,8 +82,11 @@ def subject(chain: list) -> Episode:
     kept = [e for e in same if e.lasting and e.layer != first.layer]
     if not warning_sign and flapping and kept:
         return min(kept, key=_depth)
+    # (the earliest worse failure that counts: a later one would read backwards, a headline
+    # dated after consequences it lists)
     worse = states.severity(first.state, 0.0)
-    return next((e for e in chain if e.lasting and states.severity(e.state, 0.0) > worse), first)
+    return next((e for e in chain if (e.counted or e.lasting)
+                 and states.severity(e.state, 0.0) > worse), first)
 
 
 def _depth(ep: Episode) -> float:
@@ -118,4 +121,13 @@ def to_json(analysis: Analysis) -> dict:
     traces = [{"path": r.path, "script": r.script, "rank": r.rank, "world_size": r.world_size,
                "run_id": r.run_id, "status": r.status, "steps": r.steps,
                "exit_code": r.exit_code, "error": r.error} for r in analysis.runs]
-    return {"schema": 1, "traces": traces, "hypotheses": [to_dict(h) for h in analysis.hypotheses]}
+    return {"schema": 1, "traces": traces, "verdict": verdict(analysis.runs),
+            "hypotheses": [to_dict(h) for h in analysis.hypotheses]}
+
+
+def verdict(runs: list) -> dict:
+    """Whether the run failed: the episodes that count (verdict.py), and how many blips."""
+    multi = len(runs) > 1
+    episodes = [{**h.to_dict(), **({"process_rank": r.rank} if multi else {})}
+                for r in runs for h in r.verdict()]
+    return {"failed": bool(episodes), "episodes": episodes, "blips": sum(r.blips() for r in runs)}

@@ -28,6 +28,7 @@ class Episode:
     recovered: bool = False     # the next transition of the layer is back to healthy
     lasting: bool = False       # the layer never got back to healthy after it
     folded: int = 0             # later unhealthy stretches of a flapping layer, folded into it
+    counted: bool = False       # it fails the run (verdict.py); else a blip or a warning sign
 
 
 def layer_order(runs: list) -> dict:
@@ -51,6 +52,7 @@ def layer_order(runs: list) -> dict:
 def episodes(run: Run, index: int, order: dict) -> list:
     """The unhealthy stretches of each layer's signals (every registered one) in one run."""
     good = states.ok_names()
+    counted = run.counted()
     out = []
     for (layer, signal), track in run.tracks.items():
         ts = track.transitions
@@ -66,7 +68,8 @@ def episodes(run: Run, index: int, order: dict) -> list:
                 pos=order[layer],
                 stats=t.get("stats") if isinstance(t.get("stats"), dict) else {},
                 recovered=nxt is not None and nxt["to"] in good, lasting=i > healed,
-                folded=track.folded if i == last_bad else 0))
+                folded=track.folded if i == last_bad else 0,
+                counted=(layer, signal, t["step"], t["to"]) in counted))
     return out
 
 

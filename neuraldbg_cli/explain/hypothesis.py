@@ -9,6 +9,7 @@ from .evidence import aftermath, cap, describe, folded, numbers
 
 ECHO_DISCOUNT = 0.9     # a consequence is believed a little less than the origin it hangs on
 SUPPORTS = 0.7          # a finding this strong adds its evidence to a stronger one of its cause
+BLIP = 0.45             # the most a story believes itself when none of it counts (verdict.py)
 
 
 @dataclass(kw_only=True)
@@ -27,6 +28,7 @@ class Hypothesis:
     signal: str
     module_type: str
     recovered: int | None = None
+    counted: bool = False       # its own episode fails the run (verdict.py)
     alternatives: list = field(default_factory=list)
     origin: Hypothesis | None = None
     consequences: list = field(default_factory=list)
@@ -58,6 +60,8 @@ def origin(ep, chain: list, ctx) -> Hypothesis:
     factor, recovered = persistence(chain)
     unconfirmed = 0.6 if ep.stats.get("unconfirmed") else 1.0
     confidence = round(best.strength * states.severity(ep.state, 0.6) * factor * unconfirmed, 2)
+    if not any(e.counted for e in chain):
+        confidence = min(confidence, BLIP)  # nothing in the story lasted: a blip, not an answer
     on_rank = f" on rank {ep.rank}" if len(ctx.runs) > 1 else ""
     sign = [f"first sign, {numbers(first)}"] if first is not ep else []
     others = [e for e in chain if e is not ep and e is not first]
@@ -72,7 +76,7 @@ def origin(ep, chain: list, ctx) -> Hypothesis:
         symptom=ep.state, layer=ep.layer, step=ep.onset, cause=best.cause,
         confidence=confidence, summary=f"{cap(describe(ep))} at step {ep.onset}{on_rank}: {best.why}.",
         evidence=[e for e in evidence if e], fix=best.fix, process_rank=ep.rank,
-        signal=ep.signal, module_type=ep.module_type, recovered=recovered,
+        signal=ep.signal, module_type=ep.module_type, recovered=recovered, counted=ep.counted,
         alternatives=list(dict.fromkeys(f.cause for f in found.values()
                                         if f.cause not in (best.cause, "unknown"))))
 
@@ -89,7 +93,7 @@ def echo(ep, source: Hypothesis, reason: str, multi: bool, first_sign=False) -> 
         evidence=[reason, numbers(ep), *folded(ep)],
         fix=f"Fix the origin ({source.layer}) first; this should follow.",
         process_rank=ep.rank, signal=ep.signal, module_type=ep.module_type,
-        recovered=ep.end, origin=source)
+        recovered=ep.end, counted=ep.counted, origin=source)
 
 
 def to_dict(h: Hypothesis) -> dict:
@@ -98,6 +102,7 @@ def to_dict(h: Hypothesis) -> dict:
             "cause": h.cause, "confidence": h.confidence, "summary": h.summary,
             "evidence": list(h.evidence), "fix": h.fix, "process_rank": h.process_rank,
             "signal": h.signal, "module_type": h.module_type, "recovered_step": h.recovered,
+            "counted": h.counted,
             "alternatives": list(h.alternatives),
             "upstream_of": h.origin.position if h.origin else None,
             "consequences": [c.position for c in h.consequences]}

@@ -16,7 +16,8 @@ _LOSS_NAMES = {"cross_entropy": "cross_entropy (CrossEntropyLoss)",
                    "binary_cross_entropy_with_logits (BCEWithLogitsLoss)",
                "mse_loss": "mse_loss (MSELoss)", "l1_loss": "l1_loss (L1Loss)",
                "smooth_l1_loss": "smooth_l1_loss (SmoothL1Loss)",
-               "huber_loss": "huber_loss (HuberLoss)"}
+               "huber_loss": "huber_loss (HuberLoss)",
+               "log_likelihood": "a hand-written log loss"}
 _BOUND = {"sigmoid": "<= 1", "softmax": "<= 1", "tanh": "within -1..1"}
 
 
@@ -150,7 +151,28 @@ def _one_class(w):
             "not the labels; shuffle the data (DataLoader(shuffle=True)).")
 
 
+def _log_of_non_probabilities(w):
+    act = "a linear output (no activation)" if w.act == "linear" else f"a {w.act} output"
+    return ("architecture", 0.9, f"the loss takes the log of {act}, whose values ({w.out}) are "
+            "not probabilities: its log is NaN below 0 and its clamp cuts the gradient off",
+            f"{w.loss} takes log() of the model's output: {act}, values {w.out} over {w.rows} "
+            f"rows of {w.units} units",
+            "End the model in a sigmoid (or a softmax over the classes) before a log loss, or "
+            "better, return the logits and use BCEWithLogitsLoss / CrossEntropyLoss, which "
+            "compute the log stably.")
+
+
+def _relu_output_dead(w):
+    return ("architecture", 0.9, "the model's single output unit goes through a ReLU, which "
+            "now outputs 0 for every input: no gradient gets past it and the model stops "
+            "learning", f"output {w.out} over {w.rows} rows: a ReLU on the only output unit, "
+            f"into {w.loss}", "Remove the activation from the output layer (a linear output for "
+            "regression; logits into BCEWithLogitsLoss for a binary target).")
+
+
 _TOLD = {
+    "log_of_non_probabilities": _log_of_non_probabilities,
+    "relu_output_dead": _relu_output_dead,
     "normalised_one_unit": _one_unit,
     "one_class_unit": _one_class_unit,
     "probabilities_into_cross_entropy": _probabilities_into(

@@ -30,7 +30,8 @@ THEME = theme()     # the built-in states; a state registered later needs theme(
 def render(analysis) -> Group:
     """The whole report, one renderable for Console.print."""
     origins = [h for h in analysis.hypotheses if h.origin is None]
-    parts = [run_line(analysis.runs), Text(), *hypotheses(origins, multi=len(analysis.runs) > 1)]
+    parts = [run_line(analysis.runs), verdict_line(analysis.runs), Text(),
+             *hypotheses(origins, multi=len(analysis.runs) > 1)]
     if analysis.episodes:
         parts += [Text(), Timeline(analysis)]
     return Group(*parts)
@@ -44,6 +45,22 @@ def run_line(runs) -> Text:
                 _status(runs)):
         if bit:
             text.append(f" | {inert(bit)}")
+    return text
+
+
+def verdict_line(runs) -> Text:
+    """Whether the run failed: its lasting failures (verdict.py), and how many blips."""
+    lasting = [(r, h) for r in runs for h in r.verdict()]
+    blips = sum(r.blips() for r in runs)
+    blip_note = f"; {blips} blip{'s' * (blips != 1)} (failures that did not last)" if blips else ""
+    if not lasting:
+        return Text(f"Verdict: passed, no lasting failure{blip_note}", style="state.healthy")
+    r, first = lasting[0]
+    where = f" on rank {r.rank}" if len(runs) > 1 else ""
+    text = Text("Verdict: failed", style="state.dead")
+    text.append(inert(f", {len(lasting)} lasting failure{'s' * (len(lasting) != 1)}; first: "
+                      f"{first.layer} {first.signal} {first.state} at step {first.step}{where}, "
+                      f"held {first.steps} steps{blip_note}"))
     return text
 
 

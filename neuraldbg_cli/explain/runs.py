@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 from .. import states
 from ..trace import OUTPUT_LAYER, Trace
+from ..verdict import Ledger, Rule
 
 ACT = states.ACTIVATION.name
 GRAD = states.GRADIENT.name
@@ -83,10 +84,23 @@ class Run:
     observed: dict          # layer -> the signals watching it, as the model events list them
     shards: dict            # (layer, step) -> this rank's shard's gradient norm (FSDP layers)
     classes: dict           # step -> (classes in the targets sampled, output units, rows)
+    ledger: Ledger          # the failure episodes, for the verdict (verdict.py)
 
     @property
     def last_step(self) -> int:
         return max(self.steps - 1 if self.steps else 0, self.seen_step)
+
+    def verdict(self, wanted=None) -> list:
+        """The episodes that count against the run (in `wanted` states, default every
+        failure state): the trace is all there will be, so the run is taken as over."""
+        return self.ledger.counted(self.last_step + 1, True, wanted)
+
+    def blips(self) -> int:
+        return self.ledger.blip_count(self.last_step + 1, True)
+
+    def counted(self) -> set:
+        """(layer, signal, onset, state) of each counted episode."""
+        return {(h.layer, h.signal, h.step, h.state) for h in self.verdict()}
 
     def transitions_of(self, layer: str) -> list:
         """The kept transitions of `layer`, all its signals, in step order."""
@@ -136,10 +150,12 @@ def digest(trace: Trace) -> Run:
     reached: set = set()
     seen = 0
     good = states.ok_names()
+    ledger = None
     for e in trace.events:
         kind = e.get("event")
         if kind == "transition":
             if _valid(e):
+                (ledger := ledger or _ledger(start)).add(e)     # (run_start came first)
                 key = (e["layer"], e["signal"])
                 track = tracks.get(key)
                 if track is None:
@@ -183,7 +199,13 @@ def digest(trace: Trace) -> Run:
         layers=[l for m in models for l in m], models=models,
         hparams=sorted(hparams, key=lambda e: e["step"]), tracks=tracks, reached=reached,
         seen_step=seen, notes=notes, thresholds=_get(start, "thresholds", _dict, {}),
-        observed=observed, shards=shards, classes=classes)
+        observed=observed, shards=shards, classes=classes,
+        ledger=ledger or Ledger(Rule()))
+
+
+def _ledger(start: dict) -> Ledger:
+    """The verdict's episodes, by the rule of the run's own thresholds."""
+    return Ledger(Rule.of(_get(start, "thresholds", _dict, {}).get("verdict"), start.get("every")))
 
 
 def _observe(observed: dict, layers: list) -> None:
@@ -195,9 +217,13 @@ def _observe(observed: dict, layers: list) -> None:
 
 
 def gate(runs: list, wanted) -> list:
-    """The states of `wanted` that some transition entered (the --fail-on gate, after the fact)."""
+    """The states of `wanted` that fail the runs (the --fail-on gate, after the fact): those of
+    the episodes that count (verdict.py), and any warning sign asked for by name."""
     wanted = set(wanted or ())
-    return sorted(s for r in runs for s in r.reached & wanted)
+    counted = {h.state for r in runs for h in r.verdict(wanted)}
+    signs = {s for r in runs for s in r.reached & wanted
+             if not (known := states.named(s)) or not known.failure}
+    return sorted(counted | signs)
 
 
 def mixed(runs: list) -> list:

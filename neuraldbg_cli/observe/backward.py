@@ -34,6 +34,7 @@ class Backward:
         self._in_step = False       # inside optimizer.step(): a closure's backwards
         self._step_loss = False     # ... of which the first loss was taken
         self._saved = None
+        self.on_loss = None         # callable(loss tensor): a step's loss, as given to backward
 
     # ---- lifecycle -------------------------------------------------------------------
     def install(self) -> None:
@@ -110,6 +111,8 @@ class Backward:
                 if self._step_loss:
                     return
                 self._step_loss = True
+            if self.on_loss is not None and tensors.grad_fn is not None:
+                self.on_loss(tensors)
             loss = tensors.detach()
             if loss.dim():                      # (a loss of shape (1,), say)
                 loss = loss.reshape(())

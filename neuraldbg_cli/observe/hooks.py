@@ -57,6 +57,7 @@ class Hooks(OptimizerHooks, OutermostHooks):
         self.paced = False                  # the pacing optimizer stepped (ending this step)
         self.updates = None                 # UpdateSampler, or None: updates not measured
         self.backward = None                # Backward (the loss and the resets), or None
+        self.loss_calls = None              # LossCalls (the output's pairing), or None
         self._depth = 0
         self._forwards = 0                  # outermost forwards so far (call sites, layers.py)
         self._last_leaf = None              # eager only: (rec, output) of the last leaf call

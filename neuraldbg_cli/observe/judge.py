@@ -97,7 +97,7 @@ class StepJudge(Verdicts):
         if values:
             self._judge_outputs(values, plan, recs, step, keep)
             raw, done = grad_values(values, plan)
-        norms = {}
+        norms, moved = {}, []     # (moved: the step's positive update ratios, for the loss)
         for batch in grads:
             values, update = done if batch.normed else raw, type(batch) is UpdateBatch
             # (a vector is read on its own: its values are not among these)
@@ -105,6 +105,7 @@ class StepJudge(Verdicts):
             if update:
                 own = batch.tensors.tolist() if batch.vector else values[:k]
                 found = self._judge_updates(batch, own, norms, recs, step)
+                moved += [r for r in found.values() if r]
                 if keep is not None:
                     for rec, ratio in found.items():
                         if rec.on_update:
@@ -117,7 +118,7 @@ class StepJudge(Verdicts):
                             keep.add(rec, "grad_norm", norm)
             del values[:k]
         if facts is not None:
-            self._judge_step(facts, told, step, keep)
+            self._judge_step(facts, told, step, keep, _middle(moved))
         if loss is not None and self.loss_summaries.due(step):
             if keep is None:
                 keep = Summary(step)
@@ -199,14 +200,13 @@ class StepJudge(Verdicts):
             self._observe(rec, rec.on_update, x, step)
         return found
 
-    def _judge_step(self, facts, told: tuple, step: int, keep=None) -> None:
-        """The pseudo-layers (loss), (loop) and (output), and the layers outside every
-        optimizer; `told`: the values of the step's facts (StepFacts.values); `keep`, the
-        step's Summary, gets the classes in the targets (explain: batches of one class)."""
+    def _judge_step(self, facts, told: tuple, step: int, keep=None, moved=None) -> None:
+        """The pseudo-layers and the layers outside every optimizer; `told`: StepFacts.values;
+        `keep`: the step's Summary (the targets' classes); `moved`: the median update ratio."""
         loss, first_grad, call = told
         reg = self.registry
         if loss is not None and reg.loss.on_output:
-            x = _of_step(LOSS_KIND, loss, _SEVERAL if facts.several else None)
+            x = _of_step(LOSS_KIND, loss, _SEVERAL if facts.several else moved and {"moved": moved})
             self._observe(reg.loss, reg.loss.on_output, x, step)
         if facts.optimized and reg.loop.on_output:
             x = _of_step(LOOP_KIND, None, {"reset": facts.reset(first_grad),
@@ -225,6 +225,14 @@ def _of_step(kind: str, loss, facts) -> Observation:
     """An Observation of a step-level signal: only its loss and facts (built in C)."""
     return _new(Observation, (kind, None, None, None, None, None, False, None, None, None, loss,
                               facts))
+
+
+def _middle(values: list) -> float | None:
+    """The median of a step's few numbers (one per layer), or None."""
+    if not values:
+        return None
+    values.sort()
+    return values[len(values) // 2]
 
 
 _NO_GRAD = {"no_grad": True}

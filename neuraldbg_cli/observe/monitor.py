@@ -46,8 +46,11 @@ class Monitor:
         # the loss and the loop, when some detector watches them
         pseudo = self.registry.loss.watching or self.registry.loop.watching
         self.backward = self.hooks.backward = Backward(self.fault) if pseudo else None
-        self.loss_calls = LossCalls(self.clock, self.hooks, thresholds.output, self.fault) \
+        self.loss_calls = self.hooks.loss_calls = LossCalls(
+            self.clock, self.hooks, thresholds.output, self.fault) \
             if self.registry.output.watching else None
+        if self.loss_calls is not None and self.backward is not None:
+            self.backward.on_loss = self.loss_calls.saw_loss      # (hand-written losses)
 
     @property
     def steps(self) -> int:

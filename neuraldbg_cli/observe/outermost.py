@@ -28,6 +28,9 @@ class OutermostHooks:
                       if isinstance(v, _Tensor) and v.is_floating_point()), None)
             if x is not None:
                 self._observe_input(x, first=True)
+        calls = self.loss_calls
+        if calls is not None and calls.call is None:
+            calls.saw_output(first_tensor(output))      # (a hand-written loss may use it)
         last = self._last_leaf
         if last is not None and not last[0].is_output and first_tensor(output) is last[1]:
             # The model's own output layer: a sigmoid there saturating is a confident

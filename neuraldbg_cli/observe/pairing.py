@@ -37,7 +37,8 @@ _PASS_THROUGH = frozenset((
     "TransposeBackward", "TBackward", "ExpandBackward", "SelectBackward", "SliceBackward",
     "AliasBackward"))
 _ACTIVATIONS = {"SigmoidBackward": "sigmoid", "SoftmaxBackward": "softmax",
-                "LogSoftmaxBackward": "log_softmax", "TanhBackward": "tanh"}
+                "LogSoftmaxBackward": "log_softmax", "TanhBackward": "tanh",
+                "ReluBackward": "relu"}
 _DEPTH = 8          # autograd nodes followed at most from the loss input to its activation
 _is_compiling = torch.compiler.is_compiling
 
@@ -77,6 +78,7 @@ class LossCalls:
         self._fault = fault         # callable(what, error)
         self.active = False
         self.call: LossCall | None = None
+        self._output = None         # the model's output of the step's last forward, if read
         self._saved = None
 
     def install(self) -> None:
@@ -93,8 +95,32 @@ class LossCalls:
 
     def take(self) -> LossCall | None:
         """The step's call, now handed over to the step end."""
-        call, self.call = self.call, None
+        call, self.call, self._output = self.call, None, None
         return call
+
+    def saw_output(self, out) -> None:
+        """The outermost module returned `out` (kept on read steps only: a hand-written loss
+        is read from it at backward)."""
+        if self.active and self.call is None and isinstance(out, torch.Tensor) \
+                and out.requires_grad and self._due(self._clock.step):
+            self._output = out
+
+    def saw_loss(self, loss) -> None:
+        """backward() of `loss`: with no functional loss seen this step, read the loss off
+        the graph from it to the model's output (handwritten.py)."""
+        out = self._output
+        if out is None or self.call is not None or not self.active:
+            return
+        self._output = None
+        try:
+            from .handwritten import read_handwritten
+
+            call = read_handwritten(loss, out)
+            if call is not None:
+                self.call = call._replace(step=self._clock.step)
+        except Exception as e:  # noqa: BLE001 - the user's backward must run
+            self.active = False
+            self._fault("loss-call observation switched off", e)
 
     def _wrap(self, name: str, original):
         @functools.wraps(original)
@@ -113,7 +139,7 @@ class LossCalls:
 
     def _saw(self, name: str, args: tuple, kwargs: dict) -> None:
         step = self._clock.step
-        if step >= self._dense and step % self._read_interval(step):
+        if not self._due(step):
             return
         out = args[0] if args else kwargs.get("input")
         target = args[1] if len(args) > 1 else kwargs.get("target")
@@ -122,6 +148,9 @@ class LossCalls:
                 or not out.is_floating_point() or out.numel() == 0 or target.numel() == 0:
             return      # (a metric, an evaluation pass, or a call the loss itself rejects)
         self.call = read_call(name, out, target)._replace(step=step)
+
+    def _due(self, step: int) -> bool:
+        return step < self._dense or not step % self._read_interval(step)
 
     def _read_interval(self, step: int) -> int:
         """One step in `every`, half as often each time the run doubles past `every` x

@@ -9,6 +9,7 @@ import sys
 from .. import __version__
 from ..thresholds import Thresholds
 from ..trace import SCHEMA, TraceWriter, rank_path
+from ..verdict import Ledger, Rule
 from .on_import import AfterImport
 
 
@@ -36,6 +37,13 @@ def _torch_version() -> str | None:
         return None
 
 
+def _failure(t: dict) -> bool:
+    from ..states import state_of
+
+    known = state_of(t["signal"], t["to"])
+    return known is not None and known.failure
+
+
 def _now() -> str:
     return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
 
@@ -52,6 +60,7 @@ class Session:
         self.quiet = quiet or self.rank != 0
         self.writer = TraceWriter(self.path, warn=self.warn)
         self.transitions: list = []
+        self.ledger = Ledger(Rule.of(thresholds.to_dict()["verdict"], every))
         self.writer.write({
             "event": "run_start", "schema": SCHEMA, "version": __version__, "script": script,
             "argv": list(argv), "torch": _torch_version(), "thresholds": thresholds.to_dict(),
@@ -70,6 +79,7 @@ class Session:
     def _emit(self, event: dict) -> None:
         if event["event"] == "transition":
             self.transitions.append(event)
+            self.ledger.add(event)
         # Each event is written through at once (events are rare: transitions, not steps),
         # so the file is complete up to its last line whenever the process dies.
         self.writer.write(event)
@@ -104,9 +114,16 @@ class Session:
         return self.monitor.steps if self.monitor is not None else 0
 
     def failures(self, states) -> list:
-        """The confirmed transitions into any of `states`."""
+        """The onset transitions of the episodes that count (verdict.py) in any of `states`;
+        a warning sign asked for by name (anomalous) counts at every transition into it."""
         wanted = set(states)
-        return [t for t in self.transitions if t["to"] in wanted]
+        counted = [h.transition for h in self.ledger.counted(self.steps, self._finished, wanted)]
+        signs = [t for t in self.transitions if t["to"] in wanted and not _failure(t)]
+        return sorted(counted + signs, key=lambda t: t["step"])
+
+    def blips(self) -> int:
+        """Failure episodes too short to count (so far)."""
+        return self.ledger.blip_count(self.steps, self._finished)
 
     def finish(self, status: str, exit_code: int, error: str | None = None,
                fail_on=()) -> int:
@@ -125,6 +142,8 @@ class Session:
                 self.exit_code = 3
         finally:
             self.writer.write({"event": "run_end", "status": status, "steps": self.steps,
-                               "exit_code": self.exit_code, "error": error, "time": _now()})
+                               "exit_code": self.exit_code, "error": error,
+                               "failures": self.ledger.total(self.steps, True),
+                               "blips": self.blips(), "time": _now()})
             self.writer.close()
         return self.exit_code

@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from .. import states
 from ..inert import inert
 from . import text
 
@@ -43,13 +44,19 @@ def annotations(analysis, fail_on, env=None) -> list:
             chosen.append(first)
     out = []
     for h in chosen:
-        level = "error" if h.symptom in fail_on else "warning"
+        level = "error" if h.symptom in fail_on and fails(h) else "warning"
         props = [f"title={_prop(f'neuraldbg: {h.symptom} {h.signal} in {text.where(h)}')}"]
         if script:
             props.insert(0, f"file={_prop(script)}")
         message = "\n".join([text.headline(h, multi), *text.body(h)])
         out.append(f"::{level} {','.join(props)}::{_data(message)}")
     return out
+
+
+def fails(h) -> bool:
+    """A hypothesis whose failure counts (verdict.py), or a warning sign the gate names."""
+    known = states.named(h.symptom)
+    return h.counted or known is None or not known.failure
 
 
 def _in_workspace(script: str, workspace: str | None) -> str | None:

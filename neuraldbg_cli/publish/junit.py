@@ -90,26 +90,35 @@ def _cases(run) -> list:
 
 
 def _judge_case(case, analysis, run, layer: str, signal: str, fail_on: set, multi: bool) -> int:
-    """Marks the case failed (1) when its layer entered a fail_on state; else notes the
-    other states it entered in its output (0)."""
+    """Marks the case failed (1) when an episode of its layer in a fail_on state counts
+    (verdict.py); else notes the other states it entered, blips included, in its output (0)."""
     track = run.tracks.get((layer, signal))
     entered = {}            # state -> first step
     for t in track.transitions if track is not None else ():
         if t["to"] not in states.ok_names():
             entered.setdefault(t["to"], t["step"])
-    failed = [s for s in entered if s in fail_on]
+    lasting = {}            # state -> first step of a counted episode
+    for h in run.verdict(fail_on):
+        if (h.layer, h.signal) == (layer, signal):
+            lasting.setdefault(h.state, h.step)
+    for s, step in entered.items():     # a warning sign the gate names (anomalous)
+        known = states.named(s)
+        if s in fail_on and known is not None and not known.failure:
+            lasting.setdefault(s, step)
+    failed = list(lasting)
     if failed:
-        said = [f"{s} at step {entered[s]}" for s in failed]
+        said = [f"{s} at step {lasting[s]}" for s in failed]
         hyps = [text.hypothesis_for(analysis, layer, signal, s, run.rank) for s in failed]
         body = [text.full(h, multi) if h is not None else
-                f"{s} at step {entered[s]} (no hypothesis of its own: see neuraldbg explain)"
+                f"{s} at step {lasting[s]} (no hypothesis of its own: see neuraldbg explain)"
                 for s, h in zip(failed, hyps)]
         ET.SubElement(case, "failure", message=_x(f"{layer} {signal}: {', '.join(said)}"),
                       type=_x(failed[0])).text = _storable("\n\n".join(body))
         return 1
     if entered:
         notes = ", ".join(f"{s} at step {step}" for s, step in entered.items())
-        ET.SubElement(case, "system-out").text = _x(f"entered {notes} (not in --fail-on)")
+        ET.SubElement(case, "system-out").text = _x(f"entered {notes} (not in --fail-on, or "
+                                                    f"did not last: a blip)")
     return 0
 
 

@@ -87,8 +87,11 @@ class GradientDetector(Detector):
                     if norm > g.exploding_factor * base:
                         return "exploding", {"grad_norm_median": base}
         if model_max <= g.vanishing_norm:
-            # every layer's gradient is zero: the loss gave none (a loss of exactly 0), none
-            # vanished on its way back
+            # Every layer's gradient is zero. With a loss of exactly 0 there was none to give;
+            # with any other, the loss does not depend on the weights (a softmax over one
+            # unit, a dead ReLU on the only output unit, a graph cut before the loss)
+            if loss is not None and math.isfinite(loss) and loss != 0:
+                return "vanishing", {"all_zero": True, "loss": loss}
             return "healthy", {}
         if norm <= g.vanishing_norm:
             return "vanishing", {}

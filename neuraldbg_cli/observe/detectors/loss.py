@@ -21,7 +21,7 @@ _NEEDS = frozenset((LOSS,))
 
 
 class LossHistory:
-    __slots__ = ("first", "start", "recent", "lowest", "steps", "levels")
+    __slots__ = ("first", "start", "recent", "lowest", "steps", "levels", "moves")
 
     def __init__(self, window: int):
         self.first: list = []               # the first losses, until the start is known
@@ -30,6 +30,7 @@ class LossHistory:
         self.lowest = math.inf              # the lowest recent median seen
         self.steps = 0
         self.levels = True                  # levels can be judged (never negative, one objective)
+        self.moves = RollingMedian(window)  # the steps' median update ratio over the layers
 
 
 class LossDetector(Detector):
@@ -59,7 +60,15 @@ class LossDetector(Detector):
         if loss > th.spike_factor * recent and loss > start:
             return "spiking", {"urgent": True, "loss_median": recent, "loss_start": start}
         if h.steps >= th.stall_after and min(h.lowest, recent) >= th.stall_fraction * start:
-            return "stalled", {"loss_median": recent, "loss_start": start}
+            said = {"loss_median": recent, "loss_start": start}
+            if h.moves.size:
+                # why: steps too small to move the weights, or weights that move while the
+                # loss does not follow (targets with no signal: stated, never counted)
+                moved = h.moves.median()
+                said["update_median"] = moved
+                if moved >= th.moving_update:
+                    said["no_signal"] = True
+            return "stalled", said
         return "normal", {}
 
     def remember(self, x: Observation, h: LossHistory) -> None:
@@ -67,7 +76,13 @@ class LossDetector(Detector):
         if loss is None or not math.isfinite(loss):
             return
         h.steps += 1
-        if loss < 0 or (x.facts and x.facts.get("several")):
+        facts = x.facts
+        if facts:
+            if facts.get("several"):
+                h.levels = False
+            elif "moved" in facts:
+                h.moves.append(facts["moved"])
+        if loss < 0:
             h.levels = False
         h.recent.append(loss)
         if h.start is None:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 
 from ... import states
+from ..handwritten import LOG_LIKELIHOOD
 from ..kinds import OUTPUT_KIND
 from ..pairing import BCE_LOSSES, CLASS_LOSSES, REGRESSION_LOSSES
 from . import register
@@ -86,6 +87,8 @@ def _constant(f: dict, h, th):
         return "constant", "normalised_one_unit"
     if f["loss_fn"] in CLASS_LOSSES and f["units"] == 1:
         return "constant", "one_class_unit"
+    if f["activation"] == "relu" and f["units"] == 1 and f["output_max"] <= 0:
+        return "constant", "relu_output_dead"
     return None
 
 
@@ -95,6 +98,8 @@ def _mismatched(f: dict, h, th):
         return "mismatched", "probabilities_into_cross_entropy"
     if loss == "binary_cross_entropy_with_logits" and act in _PROBABILITIES:
         return "mismatched", "probabilities_into_bce_with_logits"
+    if loss == LOG_LIKELIHOOD and act in ("linear", "tanh"):
+        return "mismatched", "log_of_non_probabilities"
     gap = f.get("row_logsumexp_gap")
     if loss == "nll_loss" and act != "log_softmax" and gap is not None \
             and gap > th.log_prob_tolerance:        # (inf: logits overflowed; NaN: never)

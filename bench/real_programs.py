@@ -1,0 +1,143 @@
+#!/usr/bin/env python
+"""The verdict on real programs: buggy/fixed pairs ported from public bug reports, and correct
+programs that look odd (a benchmark, not a test).
+
+    python bench/real_programs.py                 # every program in bench/real_programs/
+    python bench/real_programs.py -k out_ -k loop_   # those whose name holds any of these
+    python bench/real_programs.py --json score.json  # also each run's verdict and top cause
+    PYTHONPATH=/path/to/other/checkout python bench/real_programs.py    # another version
+
+Each file in bench/real_programs/ is one program: buggy as it stands, fixed with `--fixed`,
+its source cited in its docstring, and one line `# expect: cause=CAUSE` (or `# expect:
+healthy` for a correct program, run once). Each run goes through `neuraldbg run --quiet` and
+`neuraldbg explain --json`, as a user's would, with default thresholds. Scored:
+
+- detected: the buggy run's verdict failed (at least one lasting failure);
+- fixed clean: the fixed run's verdict did not fail (a healthy program's run, likewise);
+- right cause: the top hypothesis of the buggy run names the expected cause.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+PROGRAMS = HERE / "real_programs"
+_EXPECT = re.compile(r"^# expect:\s*(.+)$", re.M)
+
+
+def expectation(path: Path) -> dict:
+    """{"cause": ..., "symptom": ..., "layer": ...} or {"healthy": True} from `# expect:`."""
+    found = _EXPECT.search(path.read_text(encoding="utf-8"))
+    if found is None:
+        raise SystemExit(f"{path.name}: no '# expect:' line")
+    text = found.group(1).strip()
+    if text == "healthy":
+        return {"healthy": True}
+    return dict(part.split("=", 1) for part in text.split() if "=" in part)
+
+
+def observe(script: Path, fixed: bool, tmp: str) -> dict:
+    """One run under neuraldbg, explained: its verdict and its top hypothesis."""
+    trace = os.path.join(tmp, f"{script.stem}{'-fixed' * fixed}.jsonl")
+    cmd = [sys.executable, "-m", "neuraldbg_cli", "run", "--quiet", "--trace", trace, str(script)]
+    started = time.perf_counter()
+    run = subprocess.run(cmd + ["--fixed"] * fixed, capture_output=True, text=True,
+                         timeout=600, env={**os.environ, "PYTHONWARNINGS": "ignore"})
+    seconds = time.perf_counter() - started
+    out = subprocess.run([sys.executable, "-m", "neuraldbg_cli", "explain", "--json", trace],
+                         capture_output=True, text=True, timeout=300)
+    if out.returncode != 0:
+        return {"error": (run.stderr or out.stderr).strip().splitlines()[-1:], "seconds": seconds}
+    doc = json.loads(out.stdout)
+    top = doc["hypotheses"][0] if doc["hypotheses"] else None
+    verdict = doc.get("verdict", {})
+    return {"exit": run.returncode, "failed": bool(verdict.get("failed")),
+            "episodes": verdict.get("episodes", []), "blips": verdict.get("blips", 0),
+            "top": None if top is None else {k: top[k] for k in
+                                             ("symptom", "layer", "step", "cause", "confidence")},
+            "seconds": round(seconds, 1)}
+
+
+def score(name: str, expect: dict, buggy: dict | None, fixed: dict) -> dict:
+    row = {"program": name, "expect": expect, "buggy": buggy, "fixed": fixed,
+           "clean": not fixed.get("failed", True) and "error" not in fixed}
+    if buggy is not None:
+        top = buggy.get("top") or {}
+        row["detected"] = bool(buggy.get("failed"))
+        row["right_cause"] = row["detected"] and top.get("cause") == expect.get("cause")
+    return row
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("-k", action="append", default=[], metavar="TEXT",
+                        help="only programs whose file name holds TEXT (repeatable)")
+    parser.add_argument("--json", metavar="FILE", help="write every run's result to FILE")
+    parser.add_argument("--jobs", type=int, default=2, help="programs run at once (default 2)")
+    args = parser.parse_args()
+    scripts = sorted(p for p in PROGRAMS.glob("*.py")
+                     if not args.k or any(k in p.name for k in args.k))
+    if not scripts:
+        raise SystemExit("no program matched")
+    with tempfile.TemporaryDirectory() as tmp, ThreadPoolExecutor(args.jobs) as pool:
+        jobs = []
+        for script in scripts:
+            expect = expectation(script)
+            buggy = None if expect.get("healthy") else pool.submit(observe, script, False, tmp)
+            fixed = pool.submit(observe, script, not expect.get("healthy"), tmp)
+            jobs.append((script.stem, expect, buggy, fixed))
+        rows = [score(name, expect, b.result() if b else None, f.result())
+                for name, expect, b, f in jobs]
+    print(table(rows))
+    if args.json:
+        Path(args.json).write_text(json.dumps(rows, indent=1), encoding="utf-8")
+    return 0
+
+
+def table(rows: list) -> str:
+    """The Markdown table of every program, then the totals."""
+    lines = ["| program | expected | buggy: verdict, top hypothesis | fixed: verdict |",
+             "| --- | --- | --- | --- |"]
+    for r in rows:
+        expect = "healthy" if r["expect"].get("healthy") else r["expect"].get("cause", "?")
+        lines.append(f"| {r['program']} | {expect} | {_told(r['buggy'])} | "
+                     f"{_verdict(r['fixed'])} |")
+    pairs = [r for r in rows if r["buggy"] is not None]
+    healthy = [r for r in rows if r["buggy"] is None]
+    lines += ["", f"pairs: {len(pairs)}; detected {sum(r['detected'] for r in pairs)}/{len(pairs)}, "
+              f"fixed clean {sum(r['clean'] for r in pairs)}/{len(pairs)}, right top cause "
+              f"{sum(r['right_cause'] for r in pairs)}/{len(pairs)}",
+              f"correct programs that look odd: clean {sum(r['clean'] for r in healthy)}/"
+              f"{len(healthy)}"]
+    return "\n".join(lines)
+
+
+def _verdict(run: dict) -> str:
+    if "error" in run:
+        return f"error: {' '.join(run['error'])}"
+    if not run["failed"]:
+        return "passed" + (f" ({run['blips']} blips)" if run["blips"] else "")
+    first = run["episodes"][0]
+    return f"**failed**: {first['layer']} {first['state']} at {first['step']}"
+
+
+def _told(run: dict | None) -> str:
+    if run is None:
+        return "(correct program)"
+    top = run.get("top")
+    said = f"; {top['symptom']} {top['layer']} @{top['step']}, {top['cause']} {top['confidence']}" \
+        if top else "; no hypothesis"
+    return _verdict(run) + said
+
+
+if __name__ == "__main__":
+    sys.exit(main())
