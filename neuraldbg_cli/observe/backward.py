@@ -35,6 +35,8 @@ class Backward:
         self._step_loss = False     # ... of which the first loss was taken
         self._saved = None
         self.on_loss = None         # callable(loss tensor): a step's loss, as given to backward
+        self.on_bare = None         # callable() -> bool: a backward() of a bare-tensor model
+        self._leaf = None           # weakref to the leaf watched there
 
     # ---- lifecycle -------------------------------------------------------------------
     def install(self) -> None:
@@ -86,6 +88,17 @@ class Backward:
                     return renewed
         return renewed
 
+    def renewed_leaf(self) -> bool | None:
+        """renewed() for a model of bare tensors, on the leaf the loss reached."""
+        was, self._watched = self._watched, None
+        renewed = None
+        if was is not None and (p := was[0]()) is not None:
+            renewed = p.grad is None or p.grad is not was[1]()
+        leaf = self._leaf() if self._leaf is not None else None
+        if leaf is not None and leaf.grad is not None:
+            self._watched = (weakref.ref(leaf), weakref.ref(leaf.grad))
+        return renewed
+
     # ---- the wrappers ------------------------------------------------------------------
     def _wrap_backward(self, original):
         @functools.wraps(original)
@@ -99,6 +112,11 @@ class Backward:
         return backward
 
     def _saw_backward(self, tensors) -> None:
+        if not self._in_step and self.on_bare is not None and self.on_bare():
+            # a model of bare tensors: each backward is a step; a leaf the loss reaches is
+            # the watched gradient (its reset tells a loop that never zeroes it)
+            if self._leaf is None and isinstance(tensors, torch.Tensor):
+                self._leaf = _leaf_of(tensors.grad_fn)
         if not self.losses and self._watched is not None:
             p = self._watched[0]()
             g = p.grad if p is not None else None
@@ -148,3 +166,19 @@ class Backward:
         self.active = False
         self.losses, self.first_grad = [], None
         self._fault("loss observation switched off", error)
+
+
+def _leaf_of(fn, most: int = 64):
+    """A weakref to a leaf tensor that requires grad reached from the autograd node `fn`
+    (breadth first, at most `most` nodes), or None."""
+    queue, seen = [fn], 0
+    while queue and seen < most:
+        node = queue.pop(0)
+        seen += 1
+        if node is None:
+            continue
+        leaf = getattr(node, "variable", None)      # (an AccumulateGrad node)
+        if isinstance(leaf, torch.Tensor):
+            return weakref.ref(leaf)
+        queue += [n for n, _ in node.next_functions]
+    return None

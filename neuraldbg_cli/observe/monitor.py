@@ -51,6 +51,8 @@ class Monitor:
             if self.registry.output.watching else None
         if self.loss_calls is not None and self.backward is not None:
             self.backward.on_loss = self.loss_calls.saw_loss      # (hand-written losses)
+        if self.backward is not None:
+            self.backward.on_bare = self._bare_backward
 
     @property
     def steps(self) -> int:
@@ -80,6 +82,27 @@ class Monitor:
                     part.remove()
                     self.fault(f"{what} switched off", e)
 
+    def _bare(self) -> bool:
+        """A model of bare tensors: no optimizer and no module called, ever."""
+        clock = self.clock
+        return not clock.optimizers_created and clock.optim.primary is None \
+            and not self.registry.roots
+
+    def _bare_backward(self) -> bool:
+        """Each backward() of a model of bare tensors (`w = torch.randn(..., requires_grad=
+        True)` updated by hand) is a step: the loss and the loop are judged on it."""
+        if not self._bare():
+            return False
+        if self.clock.pending_end:
+            self._end_bare_step()
+        self.clock.pending_end = True
+        return True
+
+    def _end_bare_step(self) -> None:
+        hooks = self.hooks
+        hooks.paced, hooks.renewed = True, self.backward.renewed_leaf()
+        self.end_step_safely()
+
     def _optimizer_created(self) -> None:
         clock = self.clock
         clock.optimizers_created += 1
@@ -97,7 +120,11 @@ class Monitor:
         """End of the run: classify a step in progress, unhook; after a crash or an
         interrupt, also report states that had no time to be confirmed."""
         hooks = self.hooks
-        if hooks.active and (hooks.touched or hooks.grads):
+        if hooks.active and self.clock.pending_end and self._bare():
+            self._end_bare_step()           # (the last backward of bare tensors)
+        elif hooks.active and self.clock.pending_end:
+            self.end_step_safely()          # (the last forward of a script without optimizer)
+        elif hooks.active and (hooks.touched or hooks.grads):
             self.end_step_safely(complete=False)
         if hooks.active:
             try:

@@ -28,6 +28,10 @@ class OptimizerHooks:
             self.backward.stepping(False)
         optim = self.clock.optim
         paces = optim.paces(opt)
+        if optim.merged:            # (training in phases: count the step merged at the handover)
+            optim.merged = False
+            self.clock.steps += 1
+            self.clock.step += 1
         if self.active:             # once switched off by a fault, steps are only counted
             try:
                 optim.record_hparams(opt, self.clock.step)

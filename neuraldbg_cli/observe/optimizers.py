@@ -47,6 +47,7 @@ class OptimizerWatch:
         self._lrs: dict = {}              # id(optimizer) -> learning rates last written
         self._stamps: dict = {}           # id(optimizer) -> its learning rates as last seen
         self._cache: dict = {}            # id(optimizer) -> (weakref, parameter layout)
+        self.merged = False               # a new pacer's first step was merged into its second
 
     def paces(self, opt) -> bool:
         """Count a step of `opt`; True when it is the optimizer whose steps end steps: the
@@ -56,6 +57,9 @@ class OptimizerWatch:
         self._stepped[key] = self._stepped.get(key, 0) + 1
         primary = self.primary() if self.primary is not None else None
         if primary is None or (primary is not opt and self._stepped[key] > 1):
+            # (taking over from one that stopped, the new one's first step was taken into
+            # this one: it is counted by the caller, `merged`)
+            self.merged = primary is not None and self._stepped[key] == 2
             self.primary, primary = weakref.ref(opt), opt
         return primary is opt
 

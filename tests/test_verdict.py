@@ -1,0 +1,117 @@
+"""The verdict (CONTRACT schema 3): only failures that last fail a run; blips are warnings.
+Every reader counts the same episodes: run_end.failures, dbg.failures(), --fail-on and
+explain's verdict."""
+import json
+
+import pytest
+import torch
+from torch import nn
+
+from conftest import run_end, trace_events, train
+from neuraldbg_cli import NeuralDbg
+from neuraldbg_cli.cli.main import main
+from neuraldbg_cli.explain.analysis import analyze, to_json
+from neuraldbg_cli.trace import read_trace
+from neuraldbg_cli.verdict import Ledger, Rule
+from tracemaker import TraceMaker
+
+
+def _ledger(*transitions):
+    ledger = Ledger(Rule())
+    signal = "loss" if any(to == "stalled" for _, to, _ in transitions) else "activation"
+    for step, to, stats in transitions:
+        ledger.add({"step": step, "layer": "net.1", "signal": signal, "to": to, "stats": stats})
+    return ledger
+
+
+@pytest.mark.parametrize("story, steps, counted", [
+    # a layer dead for 5 steps, then alive: a blip
+    ([(0, "normal", {}), (40, "dead", {}), (45, "normal", {})], 100, 0),
+    # dead for 10 steps before it came back: lasting
+    ([(0, "normal", {}), (40, "dead", {}), (50, "normal", {})], 100, 1),
+    # dead two steps before the run ended: it never recovered
+    ([(0, "normal", {}), (98, "dead", {})], 100, 1),
+    # one NaN step: at once
+    ([(0, "normal", {}), (40, "nonfinite", {}), (41, "normal", {})], 100, 1),
+    # dying and reviving again and again: from the 5th time
+    ([(0, "normal", {})] + [(10 * k + d, s, {}) for k in range(1, 6)
+                            for d, s in ((0, "dead"), (3, "normal"))], 100, 1),
+])
+def test_only_failures_that_last_count(story, steps, counted):
+    ledger = _ledger(*story)
+    assert len(ledger.counted(steps, ended=True)) == counted
+    assert ledger.blip_count(steps, ended=True) + counted == \
+        sum(1 for _, to, _ in story if to != "normal")
+
+
+def test_a_stall_counts_only_while_the_run_ends_in_it():
+    slow_start = _ledger((0, "normal", {}), (100, "stalled", {}), (250, "normal", {}))
+    assert not slow_start.counted(400, ended=True)
+    stuck = _ledger((0, "normal", {}), (100, "stalled", {"update_median": 1e-5}))
+    assert not stuck.counted(300, ended=False)           # (the run may still learn)
+    assert len(stuck.counted(400, ended=True)) == 1
+    no_signal = _ledger((0, "normal", {}), (100, "stalled", {"no_signal": True}))
+    assert not no_signal.counted(400, ended=True)
+
+
+def test_the_rule_is_read_from_the_trace_thresholds():
+    rule = Rule.of({"hold_steps": 3, "recurring": 2, "at_end": []}, every=2)
+    assert (rule.hold_steps, rule.recurring, rule.at_end, rule.every) == (3, 2, frozenset(), 2)
+    assert rule.counts("dead", held=6, open_=False, ended=True)
+    assert not rule.counts("dead", held=5, open_=False, ended=True)
+    assert Rule.of(None) == Rule()      # a trace from before the verdict: the defaults
+
+
+def _dead_for(steps_dead: int, tmp_path):
+    """A ReLU killed by a bias of -100 at step 20 and revived `steps_dead` steps later."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(4, 16), nn.ReLU(), nn.Linear(16, 1))
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    x, y = torch.randn(32, 4), torch.randn(32, 1)
+    bias = model[0].bias.detach().clone()
+
+    def before(step):
+        with torch.no_grad():
+            if step == 20:
+                model[0].bias.fill_(-100.0)
+            if step == 20 + steps_dead:
+                model[0].bias.copy_(bias)
+    trace = tmp_path / f"dead{steps_dead}.jsonl"
+    with NeuralDbg(trace=str(trace)) as dbg:
+        train(model, x, y, 60, opt=opt, before_step=before)
+    return dbg, trace
+
+
+def test_a_layer_dead_for_five_steps_is_a_blip_everywhere(tmp_path, capsys):
+    dbg, trace = _dead_for(5, tmp_path)
+    events = trace_events(trace)
+    dead = [e for e in events if e.get("to") == "dead"]
+    assert [(e["layer"], e["step"]) for e in dead] == [("1", 20)]     # recorded as it happened
+    assert dbg.failures() == [] and not dbg.failed
+    end = run_end(events)
+    assert end["failures"] == 0 and end["blips"] >= 1
+    verdict = to_json(analyze([read_trace(str(trace))]))["verdict"]
+    assert verdict["failed"] is False and verdict["blips"] >= 1
+    assert main(["explain", "--fail-on", "dead", str(trace)]) == 0
+    assert "Verdict: passed" in capsys.readouterr().out
+
+
+def test_a_layer_dead_for_twenty_steps_fails_everywhere(tmp_path, capsys):
+    dbg, trace = _dead_for(20, tmp_path)
+    assert [(t["layer"], t["step"]) for t in dbg.failures(["dead"])] == [("1", 20)]
+    assert run_end(trace_events(trace))["failures"] >= 1
+    verdict = to_json(analyze([read_trace(str(trace))]))["verdict"]
+    assert verdict["failed"] is True
+    assert {"layer": "1", "signal": "activation", "state": "dead", "step": 20} .items() <= \
+        next(e for e in verdict["episodes"] if e["state"] == "dead").items()
+    assert main(["explain", "--fail-on", "dead", str(trace)]) == 3
+    assert "Verdict: failed" in capsys.readouterr().out
+
+
+def test_a_story_that_did_not_last_is_never_an_answer(tmp_path):
+    t = TraceMaker(lr=0.01).tr(50, "net.1", "dead", dead_ratio=0.95).tr(53, "net.1", "normal")
+    a = analyze([read_trace(t.end(200).write(tmp_path / "t.jsonl"))])
+    assert a.hypotheses and all(h.confidence < 0.5 for h in a.hypotheses)
+    doc = to_json(a)
+    assert doc["verdict"] == {"failed": False, "episodes": [], "blips": 1}
+    assert json.dumps(doc)
