@@ -50,8 +50,10 @@ def observe(script: Path, fixed: bool, tmp: str) -> dict:
     trace = os.path.join(tmp, f"{script.stem}{'-fixed' * fixed}.jsonl")
     cmd = [sys.executable, "-m", "neuraldbg_cli", "run", "--quiet", "--trace", trace, str(script)]
     started = time.perf_counter()
+    # (one thread each: torch's small ops on several threads of a busy machine run 10x slower)
+    env = {**os.environ, "PYTHONWARNINGS": "ignore", "OMP_NUM_THREADS": "1"}
     run = subprocess.run(cmd + ["--fixed"] * fixed, capture_output=True, text=True,
-                         timeout=600, env={**os.environ, "PYTHONWARNINGS": "ignore"})
+                         timeout=600, env=env)
     seconds = time.perf_counter() - started
     out = subprocess.run([sys.executable, "-m", "neuraldbg_cli", "explain", "--json", trace],
                          capture_output=True, text=True, timeout=300)

@@ -5,6 +5,7 @@ from dataclasses import dataclass, field
 
 from .. import states
 from . import rules, shards
+from .echoes import WINDOW
 from .evidence import aftermath, cap, describe, folded, numbers
 
 ECHO_DISCOUNT = 0.9     # a consequence is believed a little less than the origin it hangs on
@@ -51,8 +52,11 @@ def origin(ep, chain: list, ctx) -> Hypothesis:
     """The story of `chain` named after `ep`: the strongest cause found for it (or for the
     chain's first sign), believed as much as the state is severe and the story lasted."""
     first = chain[0]
-    found = {}      # rule -> its finding on the subject, else on the chain's first sign
-    for e in dict.fromkeys([ep, first]):
+    found = {}      # rule -> its finding on the subject, else on the chain's first sign, else
+    # on a lasting failure of the story that follows within a few steps (a loss that spikes,
+    # then diverges with updates too large: the updates tell the cause of both)
+    soon = [e for e in chain if e.counted and ep.onset < e.onset <= ep.onset + WINDOW]
+    for e in dict.fromkeys([ep, first, *soon]):
         for rule in rules.CAUSES:
             if rule not in found and (f := rule(e, ctx)) is not None:
                 found[rule] = f

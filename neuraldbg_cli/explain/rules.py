@@ -195,13 +195,13 @@ def unexplained(ep, ctx):
 
 
 # In order of preference where two are equally strong (max keeps the first).
-CAUSES = [outputs.output_mismatch, mistakes.loop_mistake, stalls.no_gradient, stalls.stalled_loss,
-          bad_batch, norms.batch_statistics,
+CAUSES = [outputs.output_mismatch, mistakes.loop_mistake, stalls.stalled_loss, bad_batch,
+          stalls.unscaled_targets, norms.batch_statistics,
           residuals.residual_growth, unscaled_input,
           raised_learning_rate, long_at_peak, dynamics.rate_too_high, high_learning_rate,
           dynamics.weights_off_scale,
           present_from_start, deep_saturating_stack, deep_without_norm, residuals.residual_collapse,
-          unexplained]
+          stalls.no_gradient, unexplained]
 
 
 def _ago(n: int) -> str:

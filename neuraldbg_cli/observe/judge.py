@@ -7,6 +7,7 @@ import math
 from .detectors.base import Observation
 from .kinds import LOOP_KIND, LOSS_KIND, OUTPUT_KIND, SIGMOID, TANH, UNIT_KINDS
 from .norms import norm_facts, norm_tensors
+from .pairing import REGRESSION_LOSSES
 from .readout import Readout
 from .residual import residual_facts, residual_tensors
 from .stats import collect, grad_values, layer_norm, unit_shares
@@ -206,7 +207,7 @@ class StepJudge(Verdicts):
         loss, first_grad, call = told
         reg = self.registry
         if loss is not None and reg.loss.on_output:
-            x = _of_step(LOSS_KIND, loss, _SEVERAL if facts.several else moved and {"moved": moved})
+            x = _of_step(LOSS_KIND, loss, _loss_facts(facts, moved, call))
             self._observe(reg.loss, reg.loss.on_output, x, step)
         if facts.optimized and reg.loop.on_output:
             x = _of_step(LOOP_KIND, None, {"reset": facts.reset(first_grad),
@@ -225,6 +226,20 @@ def _of_step(kind: str, loss, facts) -> Observation:
     """An Observation of a step-level signal: only its loss and facts (built in C)."""
     return _new(Observation, (kind, None, None, None, None, None, False, None, None, None, loss,
                               facts))
+
+
+def _loss_facts(facts, moved, call) -> dict | None:
+    """What the loss detector is told: several optimizers, or the step's median update ratio
+    and, on steps whose pairing was read, the scales of a regression's output and targets."""
+    if facts.several:
+        return _SEVERAL
+    told = {} if moved is None else {"moved": moved}
+    if call is not None and call.get("loss_fn") in REGRESSION_LOSSES:
+        o = max(abs(call["output_min"]), abs(call["output_max"]))
+        t = max(abs(call["target_min"]), abs(call["target_max"]))
+        if math.isfinite(o) and math.isfinite(t):
+            told["scales"] = (o, t)
+    return told or None
 
 
 def _middle(values: list) -> float | None:

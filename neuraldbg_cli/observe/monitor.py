@@ -51,6 +51,7 @@ class Monitor:
             if self.registry.output.watching else None
         if self.loss_calls is not None and self.backward is not None:
             self.backward.on_loss = self.loss_calls.saw_loss      # (hand-written losses)
+            self.loss_calls.bare = self._no_module
         if self.backward is not None:
             self.backward.on_bare = self._bare_backward
 
@@ -81,6 +82,10 @@ class Monitor:
                 except Exception as e:  # noqa: BLE001 - the rest observes on
                     part.remove()
                     self.fault(f"{what} switched off", e)
+
+    def _no_module(self) -> bool:
+        """No module was called: the model is bare tensors (an optimizer may hold them)."""
+        return not self.registry.roots
 
     def _bare(self) -> bool:
         """A model of bare tensors: no optimizer and no module called, ever."""

@@ -79,6 +79,7 @@ class LossCalls:
         self.active = False
         self.call: LossCall | None = None
         self._output = None         # the model's output of the step's last forward, if read
+        self.bare = None            # callable: is the model made of bare tensors (no module)?
         self._saved = None
 
     def install(self) -> None:
@@ -107,9 +108,11 @@ class LossCalls:
 
     def saw_loss(self, loss) -> None:
         """backward() of `loss`: with no functional loss seen this step, read the loss off
-        the graph from it to the model's output (handwritten.py)."""
+        the graph from it to the model's output, or (a model of bare tensors) to the
+        prediction it saved (handwritten.py)."""
         out = self._output
-        if out is None or self.call is not None or not self.active:
+        if self.call is not None or not self.active or out is None and not (
+                self.bare is not None and self.bare() and self._due(self._clock.step)):
             return
         self._output = None
         try:
@@ -269,18 +272,31 @@ def activation_of(out: torch.Tensor) -> tuple:
     for _ in range(_DEPTH):
         if fn is None:
             return None, None
-        kind = type(fn).__name__.rstrip("0123456789")
-        found = _ACTIVATIONS.get(kind)
+        found = activation_at(fn)
         if found is not None:
-            size = None
-            if found in ("softmax", "log_softmax"):
-                result, dim = fn._saved_result, fn._saved_dim
-                if dim >= 2 ** 63:      # (a negative dim comes back as an unsigned int64)
-                    dim -= 2 ** 64
-                size = int(result.shape[dim]) if result.dim() else 1
-            return found, size
-        if kind not in _PASS_THROUGH:
+            return found
+        if node_name(fn) not in _PASS_THROUGH:
             return None, None
         nxt = fn.next_functions
         fn = nxt[0][0] if nxt else None
     return None, None
+
+
+def node_name(fn) -> str:
+    """An autograd node's kind, less its version digits: "SigmoidBackward"."""
+    return type(fn).__name__.rstrip("0123456789")
+
+
+def activation_at(fn) -> tuple | None:
+    """(activation, size of the dimension it normalised) of the autograd node `fn` when it is
+    one of the activations told apart, else None."""
+    found = _ACTIVATIONS.get(node_name(fn))
+    if found is None:
+        return None
+    size = None
+    if found in ("softmax", "log_softmax"):
+        result, dim = fn._saved_result, fn._saved_dim
+        if dim >= 2 ** 63:      # (a negative dim comes back as an unsigned int64)
+            dim -= 2 ** 64
+        size = int(result.shape[dim]) if result.dim() else 1
+    return found, size

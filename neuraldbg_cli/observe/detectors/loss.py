@@ -21,7 +21,8 @@ _NEEDS = frozenset((LOSS,))
 
 
 class LossHistory:
-    __slots__ = ("first", "start", "recent", "lowest", "steps", "levels", "moves")
+    __slots__ = ("first", "start", "recent", "lowest", "steps", "levels", "moves", "jitter",
+                 "last", "scales")
 
     def __init__(self, window: int):
         self.first: list = []               # the first losses, until the start is known
@@ -31,6 +32,9 @@ class LossHistory:
         self.steps = 0
         self.levels = True                  # levels can be judged (never negative, one objective)
         self.moves = RollingMedian(window)  # the steps' median update ratio over the layers
+        self.jitter = RollingMedian(window) # |loss - the last| / the last: batch-to-batch noise
+        self.last: float | None = None
+        self.scales = None                  # (output, targets) of a regression, last read
 
 
 class LossDetector(Detector):
@@ -61,14 +65,7 @@ class LossDetector(Detector):
             return "spiking", {"urgent": True, "loss_median": recent, "loss_start": start}
         if h.steps >= th.stall_after and min(h.lowest, recent) >= th.stall_fraction * start:
             said = {"loss_median": recent, "loss_start": start}
-            if h.moves.size:
-                # why: steps too small to move the weights, or weights that move while the
-                # loss does not follow (targets with no signal: stated, never counted)
-                moved = h.moves.median()
-                said["update_median"] = moved
-                if moved >= th.moving_update:
-                    said["no_signal"] = True
-            return "stalled", said
+            return "stalled", {**said, **_why_stalled(h, th)}
         return "normal", {}
 
     def remember(self, x: Observation, h: LossHistory) -> None:
@@ -80,8 +77,12 @@ class LossDetector(Detector):
         if facts:
             if facts.get("several"):
                 h.levels = False
-            elif "moved" in facts:
+            if "moved" in facts:
                 h.moves.append(facts["moved"])
+            h.scales = facts.get("scales", h.scales)
+        if h.last is not None and h.last > 0:
+            h.jitter.append(abs(loss - h.last) / h.last)
+        h.last = loss
         if loss < 0:
             h.levels = False
         h.recent.append(loss)
@@ -94,6 +95,31 @@ class LossDetector(Detector):
 
     def evidence(self, x: Observation, extra: dict) -> dict:
         return {"loss": x.loss, **extra}
+
+
+def _why_stalled(h: LossHistory, th) -> dict:
+    """The evidence of a stall: the layers' median update ratio; where the weights move at a
+    healthy pace, whether a regression's targets lie far beyond the output's scale (unscaled
+    targets), whether the loss is smooth (full batches crawling along a plateau: the rate is
+    too low to leave it) or noisy while flat (targets with no signal: stated, never counted)."""
+    if not h.moves.size:
+        return {}
+    moved = h.moves.median()
+    said = {"update_median": moved}
+    if moved < th.moving_update:
+        return said
+    o, t = h.scales if h.scales is not None else (None, None)
+    if t is not None and t >= UNSCALED_TARGETS and t >= UNSCALED_TARGETS * max(o, 1e-12):
+        return {**said, "output_scale": o, "target_scale": t}
+    jitter = h.jitter.median() if h.jitter.size else 0.0
+    said["loss_jitter"] = jitter
+    if jitter < SMOOTH:
+        return {**said, "plateau": True}
+    return {**said, "no_signal": True}
+
+
+UNSCALED_TARGETS = 100.0    # targets this far beyond the output's scale (and this large)
+SMOOTH = 1e-3               # a loss moving less than this share a step: full batches
 
 
 register(LossDetector)

@@ -62,7 +62,8 @@ class OutputDetector(Detector):
         if f["loss_fn"] in CLASS_LOSSES and f["target"] == "index" and h.index and lo == hi \
                 and steps >= self.th.output.one_class_steps:
             return "one_class", {**_quoted(f), "why": "one_class", "steps": steps}
-        return "normal", {}
+        # (its numbers go with the first transition only: explain reads the targets' scale)
+        return "normal", _quoted(f) if h.first is None else {}
 
     def remember(self, x: Observation, h: OutputHistory) -> None:
         f = x.facts
@@ -121,8 +122,8 @@ def _unreachable(f: dict, h, th):
         margin = th.beyond * (hi - lo)
         if t_max > hi + margin or t_min < lo - margin:
             return "unreachable", "bounded_output"
-    if loss in BCE_LOSSES and (t_min < -_BCE_SLACK or t_max > 1 + _BCE_SLACK):
-        return "unreachable", "targets_not_probabilities"
+    if loss in (*BCE_LOSSES, LOG_LIKELIHOOD) and (t_min < -_BCE_SLACK or t_max > 1 + _BCE_SLACK):
+        return "unreachable", "targets_not_probabilities"     # (NaN: targets not read)
     return None
 
 
