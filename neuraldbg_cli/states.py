@@ -127,6 +127,9 @@ LOOP = Signal("loop", "normal", (
     State("eval_mode", True, 0.85, "M", "bold yellow", "trained in eval() mode",
           "Call model.train() after evaluation (Dropout and BatchNorm behave differently in "
           "eval mode)."),
+    State("no_backward", True, 0.95, "B", "bold red", "stepped the optimizer without "
+          "backward()", "Call loss.backward() before optimizer.step() in every step (the "
+          "gradients are what the optimizer applies)."),
 ))
 
 # The model's output against the loss and the targets (the pseudo-layer (output)).

@@ -344,3 +344,25 @@ def test_a_loss_summed_over_the_batch_is_no_explosion(tmp_path, hooks_clean):
             opt.step()
     assert big > 1000          # (the old absolute ceiling)
     assert not dbg.failures(), dbg.failures()
+
+
+def test_an_optimizer_stepped_without_backward_is_a_loop_mistake(tmp_path, hooks_clean):
+    """loss.backward() forgotten: the optimizer steps on no gradient, the model never learns."""
+    model, x, y = _mlp(), torch.randn(16, 8), torch.randn(16, 1)
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+    with NeuralDbg(trace=str(tmp_path / "t.jsonl")) as dbg:
+        for _ in range(8):
+            opt.zero_grad()
+            ((model(x) - y) ** 2).mean()        # computed, never backpropagated
+            opt.step()
+    found = [(t["layer"], t["to"]) for t in dbg.failures()]
+    assert found == [("(loop)", "no_backward")], dbg.transitions
+
+
+def test_a_backbone_left_out_of_a_head_only_optimizer_is_not_frozen(tmp_path, hooks_clean):
+    """Fine-tuning the head alone while the backbone still requires grad (a common, correct
+    pattern) is no finding; a head replaced after the optimizer was built still is."""
+    model, x, y = _mlp(), torch.randn(16, 8), torch.randn(16, 1)
+    with NeuralDbg(trace=str(tmp_path / "t.jsonl")) as dbg:
+        train(model, x, y, steps=12, opt=torch.optim.SGD(model[2].parameters(), lr=0.01))
+    assert not dbg.failures(), dbg.failures()

@@ -20,6 +20,11 @@ def loop_mistake(ep, ctx):
                         f"no optimizer.zero_grad() (nor model.zero_grad(), nor gradients set to "
                         f"None){since} up to step {ep.onset}; gradient accumulation would reset "
                         "every few steps")
+    if ep.signal == LOOP and ep.state == "no_backward":
+        return _finding(ep, 0.95, "the optimizer steps but backward() is never called, so "
+                        "there is no gradient to apply and the model never learns",
+                        f"no backward() and no gradient on the optimizer's parameters in the "
+                        f"steps from {ep.onset}")
     if ep.signal == LOOP and ep.state == "eval_mode":
         models = ", ".join(map(str, ep.stats.get("models") or [])) or "the model"
         return _finding(ep, 0.9, f"{models} trained in eval() mode from step {ep.onset}: "

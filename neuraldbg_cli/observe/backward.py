@@ -36,6 +36,8 @@ class Backward:
         self._saved = None
         self.on_loss = None         # callable(loss tensor): a step's loss, as given to backward
         self.on_bare = None         # callable() -> bool: a backward() of a bare-tensor model
+        self.backwards = 0          # backward() calls in the step (the step end resets it)
+        self.no_grads = False       # the pacing optimizer's parameters had no gradient
         self._leaf = None           # weakref to the leaf watched there
 
     # ---- lifecycle -------------------------------------------------------------------
@@ -85,7 +87,10 @@ class Backward:
                 g = p.grad
                 if g is not None and not g.is_sparse and getattr(g, "_local_tensor", g).numel():
                     self._watched = (weakref.ref(p), weakref.ref(g))
+                    self.no_grads = False
                     return renewed
+        self.no_grads = not any(p.grad is not None for group in opt.param_groups
+                                for p in group["params"])
         return renewed
 
     def renewed_leaf(self) -> bool | None:
@@ -103,6 +108,7 @@ class Backward:
     def _wrap_backward(self, original):
         @functools.wraps(original)
         def backward(tensors, *args, **kwargs):
+            self.backwards += 1
             if self.active:
                 try:
                     self._saw_backward(tensors)

@@ -211,7 +211,8 @@ class StepJudge(Verdicts):
             self._observe(reg.loss, reg.loss.on_output, x, step)
         if facts.optimized and reg.loop.on_output:
             x = _of_step(LOOP_KIND, None, {"reset": facts.reset(first_grad),
-                                           "eval_roots": facts.eval_roots})
+                                           "eval_roots": facts.eval_roots,
+                                           "no_backward": facts.no_backward})
             self._observe(reg.loop, reg.loop.on_output, x, step)
         if call is not None and reg.output.on_output:
             self._observe(reg.output, reg.output.on_output, _of_step(OUTPUT_KIND, None, call), step)

@@ -19,7 +19,7 @@ from .judge import StepJudge
 from .pairing import LossCalls
 from .registry import Registry
 from .residual import blocks_of
-from .step_facts import StepFacts, has_gradients, trains_in_eval
+from .step_facts import StepFacts, outside_optimizers, trains_in_eval
 from .updates import UpdateSampler
 
 # A NamedTuple's own __new__ is a Python function; tuple.__new__ builds the same record in C.
@@ -189,12 +189,15 @@ class Monitor:
         renewed, hooks.renewed = hooks.renewed, None
         eval_roots = trains_in_eval(hooks.eval_roots, self.registry.owners) \
             if optimized and hooks.eval_roots else []
-        uncovered = [r for r in recs if r.on_update and not r.in_optimizer
-                     and has_gradients(r, self.registry.owners)] \
+        uncovered = outside_optimizers(recs, self.registry.owners) \
             if optimized and hooks.updates is not None else []
         call = self.loss_calls.take() if self.loss_calls is not None else None
+        idle = False
+        if backward is not None:
+            idle = optimized and not backward.backwards and backward.no_grads
+            backward.backwards = 0
         return _new(StepFacts, (losses, first_grad, resets, renewed, optimized,
-                                clock.optim.several(), eval_roots, uncovered, call))
+                                clock.optim.several(), eval_roots, uncovered, call, idle))
 
     # ---- faults ----------------------------------------------------------------------
     def _switch_off(self, error: BaseException) -> None:

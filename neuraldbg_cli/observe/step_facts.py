@@ -20,6 +20,7 @@ class StepFacts(NamedTuple):
     eval_roots: list        # names of models that trained in eval() mode
     uncovered: list         # layer records with gradients that no optimizer holds
     pairing: object = None  # the step's first loss call (pairing.LossCall), or None
+    no_backward: bool = False   # the optimizer stepped with no backward() and no gradient
 
     def tensors(self) -> list:
         """The 0-d tensors to read with the step's others: the loss summed, the gradient."""
@@ -51,6 +52,18 @@ class StepFacts(NamedTuple):
         if self.renewed is False and first_grad is not None:
             return False
         return None
+
+
+def outside_optimizers(recs: list, owners: dict) -> list:
+    """The layers of the step (in forward order) whose parameters get gradients that no
+    optimizer holds, after the first layer an optimizer does hold: the layers before it are
+    a backbone left out of a fine-tune on purpose (an optimizer over the head alone), those
+    after it were added or replaced once the optimizer was built."""
+    first = next((i for i, r in enumerate(recs) if r.in_optimizer), None)
+    if first is None:
+        return []
+    return [r for r in recs[first + 1:] if r.on_update and not r.in_optimizer
+            and has_gradients(r, owners)]
 
 
 def has_gradients(rec, owners: dict) -> bool:

@@ -3,7 +3,8 @@
 facts (from the step end): "reset": whether the gradients were reset since the last step
 (optimizer.zero_grad(), model.zero_grad(), grads set to None or zeroed), None when it cannot
 be told; "eval_roots": names of the models that ran only in eval() mode in a step that
-updated their parameters."""
+updated their parameters; "no_backward": the optimizer stepped with no backward() in the
+step and no gradient on its parameters."""
 from __future__ import annotations
 
 from ... import states
@@ -15,10 +16,11 @@ _NEEDS = frozenset((LOOP,))
 
 
 class LoopHistory:
-    __slots__ = ("no_reset",)
+    __slots__ = ("no_reset", "idle")
 
     def __init__(self):
         self.no_reset = 0       # optimizer steps in a row without a gradient reset
+        self.idle = 0           # optimizer steps in a row with no backward() and no gradient
 
 
 class LoopDetector(Detector):
@@ -34,12 +36,15 @@ class LoopDetector(Detector):
         facts = x.facts or {}
         if facts.get("reset") is False and h.no_reset + 1 >= self.th.loop.no_zero_grad_steps:
             return "no_zero_grad", {"steps_without_reset": h.no_reset + 1}
+        if facts.get("no_backward") and h.idle + 1 >= self.th.loop.no_zero_grad_steps:
+            return "no_backward", {"steps_without_backward": h.idle + 1}
         if facts.get("eval_roots"):
             return "eval_mode", {"models": facts["eval_roots"]}
         return "normal", {}
 
     def remember(self, x: Observation, h: LoopHistory) -> None:
         reset = (x.facts or {}).get("reset")
+        h.idle = h.idle + 1 if (x.facts or {}).get("no_backward") else 0
         if reset is not None:
             h.no_reset = 0 if reset else h.no_reset + 1
 
