@@ -14,7 +14,8 @@ healthy` for a correct program, run once). Each run goes through `neuraldbg run 
 
 - detected: the buggy run's verdict failed (at least one lasting failure);
 - fixed clean: the fixed run's verdict did not fail (a healthy program's run, likewise);
-- right cause: the top hypothesis of the buggy run names the expected cause.
+- right cause: the top hypothesis of the buggy run names the expected cause;
+- and the most state changes of any layer and signal in any run (bounded at 8 by hysteresis).
 """
 from __future__ import annotations
 
@@ -61,12 +62,19 @@ def observe(script: Path, fixed: bool, tmp: str) -> dict:
         return {"error": (run.stderr or out.stderr).strip().splitlines()[-1:], "seconds": seconds}
     doc = json.loads(out.stdout)
     top = doc["hypotheses"][0] if doc["hypotheses"] else None
+    changes: dict = {}      # (layer, signal) -> state changes after its first observation
+    with open(trace, encoding="utf-8") as f:
+        for line in f:
+            e = json.loads(line)
+            if e.get("event") == "transition" and e.get("from") is not None:
+                key = (e["layer"], e["signal"])
+                changes[key] = changes.get(key, 0) + 1
     verdict = doc.get("verdict", {})
     return {"exit": run.returncode, "failed": bool(verdict.get("failed")),
             "episodes": verdict.get("episodes", []), "blips": verdict.get("blips", 0),
             "top": None if top is None else {k: top[k] for k in
                                              ("symptom", "layer", "step", "cause", "confidence")},
-            "seconds": round(seconds, 1)}
+            "flips": max(changes.values(), default=0), "seconds": round(seconds, 1)}
 
 
 def score(name: str, expect: dict, buggy: dict | None, fixed: dict) -> dict:
@@ -119,8 +127,15 @@ def table(rows: list) -> str:
               f"fixed clean {sum(r['clean'] for r in pairs)}/{len(pairs)}, right top cause "
               f"{sum(r['right_cause'] for r in pairs)}/{len(pairs)}",
               f"correct programs that look odd: clean {sum(r['clean'] for r in healthy)}/"
-              f"{len(healthy)}"]
+              f"{len(healthy)}",
+              f"most state changes of any layer and signal in a run: {_most_flips(rows)} "
+              f"(the bound is 8)"]
     return "\n".join(lines)
+
+
+def _most_flips(rows: list) -> int:
+    return max((run.get("flips", 0) for r in rows for run in (r["buggy"], r["fixed"]) if run),
+               default=0)
 
 
 def _verdict(run: dict) -> str:

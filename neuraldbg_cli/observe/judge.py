@@ -210,9 +210,7 @@ class StepJudge(Verdicts):
             x = _of_step(LOSS_KIND, loss, _loss_facts(facts, moved, call))
             self._observe(reg.loss, reg.loss.on_output, x, step)
         if facts.optimized and reg.loop.on_output:
-            x = _of_step(LOOP_KIND, None, {"reset": facts.reset(first_grad),
-                                           "eval_roots": facts.eval_roots,
-                                           "no_backward": facts.no_backward})
+            x = _of_step(LOOP_KIND, None, _loop_facts(facts, first_grad))
             self._observe(reg.loop, reg.loop.on_output, x, step)
         if call is not None and reg.output.on_output:
             self._observe(reg.output, reg.output.on_output, _of_step(OUTPUT_KIND, None, call), step)
@@ -227,6 +225,11 @@ def _of_step(kind: str, loss, facts) -> Observation:
     """An Observation of a step-level signal: only its loss and facts (built in C)."""
     return _new(Observation, (kind, None, None, None, None, None, False, None, None, None, loss,
                               facts))
+
+
+def _loop_facts(facts, first_grad) -> dict:
+    return {"reset": facts.reset(first_grad), "eval_roots": facts.eval_roots,
+            "no_backward": facts.no_backward}
 
 
 def _loss_facts(facts, moved, call) -> dict | None:

@@ -100,16 +100,14 @@ class LossCalls:
         return call
 
     def saw_output(self, out) -> None:
-        """The outermost module returned `out` (kept on read steps only: a hand-written loss
-        is read from it at backward)."""
+        """The outermost module returned `out` (kept on read steps: for a hand-written loss)."""
         if self.active and self.call is None and isinstance(out, torch.Tensor) \
                 and out.requires_grad and self._due(self._clock.step):
             self._output = out
 
     def saw_loss(self, loss) -> None:
         """backward() of `loss`: with no functional loss seen this step, read the loss off
-        the graph from it to the model's output, or (a model of bare tensors) to the
-        prediction it saved (handwritten.py)."""
+        its graph (handwritten.py), to the model's output or (bare tensors) a prediction."""
         out = self._output
         if self.call is not None or not self.active or out is None and not (
                 self.bare is not None and self.bare() and self._due(self._clock.step)):
