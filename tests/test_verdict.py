@@ -2,6 +2,7 @@
 Every reader counts the same episodes: run_end.failures, dbg.failures(), --fail-on and
 explain's verdict."""
 import json
+import re
 
 import pytest
 import torch
@@ -115,3 +116,41 @@ def test_a_story_that_did_not_last_is_never_an_answer(tmp_path):
     doc = to_json(a)
     assert doc["verdict"] == {"failed": False, "episodes": [], "blips": 1}
     assert json.dumps(doc)
+
+
+BLIP_SCRIPT = """
+import torch
+from torch import nn
+torch.manual_seed(0)
+model = nn.Sequential(nn.Linear(4, 16), nn.ReLU(), nn.Linear(16, 1))
+opt = torch.optim.SGD(model.parameters(), lr=0.01)
+x, y = torch.randn(32, 4), torch.randn(32, 1)
+bias = model[0].bias.detach().clone()
+for step in range(60):
+    with torch.no_grad():
+        if step == 20:
+            model[0].bias.fill_(-100.0)      # dead for 5 steps, then revived
+        if step == 25:
+            model[0].bias.copy_(bias)
+    loss = ((model(x) - y) ** 2).mean()
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+"""
+
+
+@pytest.mark.e2e
+def test_the_summary_line_the_gate_and_junit_count_a_blip_alike(tmp_path):
+    from conftest import run_neuraldbg
+    from test_ci_outputs import parse_junit
+
+    script = tmp_path / "blip.py"
+    script.write_text(BLIP_SCRIPT)
+    junit = tmp_path / "j.xml"
+    proc, events = run_neuraldbg(tmp_path, script,
+                                 options=["--fail-on", "dead", "--junit", str(junit)])
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert re.search(r"no failure detected \(\d+ blips?: failures that did not last\)", proc.stderr)
+    assert [(e["layer"], e["step"]) for e in events if e.get("to") == "dead"] == [("1", 20)]
+    assert run_end(events)["failures"] == 0
+    assert parse_junit(junit).find(".//failure") is None

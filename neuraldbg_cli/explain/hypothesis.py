@@ -11,6 +11,7 @@ from .evidence import aftermath, cap, describe, folded, numbers
 ECHO_DISCOUNT = 0.9     # a consequence is believed a little less than the origin it hangs on
 SUPPORTS = 0.7          # a finding this strong adds its evidence to a stronger one of its cause
 BLIP = 0.45             # the most a story believes itself when none of it counts (verdict.py)
+LASTED = 0.75           # the least persistence of a story with a failure that counts
 
 
 @dataclass(kw_only=True)
@@ -62,6 +63,8 @@ def origin(ep, chain: list, ctx) -> Hypothesis:
                 found[rule] = f
     best = max(found.values(), key=lambda f: f.strength)   # max keeps the first of equals
     factor, recovered = persistence(chain)
+    if any(e.counted for e in chain):
+        factor = max(factor, LASTED)    # it failed the run: the story is an answer, not a sign
     unconfirmed = 0.6 if ep.stats.get("unconfirmed") else 1.0
     confidence = round(best.strength * states.severity(ep.state, 0.6) * factor * unconfirmed, 2)
     if not any(e.counted for e in chain):

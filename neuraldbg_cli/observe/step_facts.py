@@ -56,12 +56,11 @@ class StepFacts(NamedTuple):
 
 def outside_optimizers(recs: list, owners: dict) -> list:
     """The layers of the step (in forward order) whose parameters get gradients that no
-    optimizer holds, after the first layer an optimizer does hold: the layers before it are
-    a backbone left out of a fine-tune on purpose (an optimizer over the head alone), those
-    after it were added or replaced once the optimizer was built."""
-    first = next((i for i, r in enumerate(recs) if r.in_optimizer), None)
-    if first is None:
-        return []
+    optimizer holds, after the first layer an optimizer does hold (all, where none is): the
+    layers before it are a backbone left out of a fine-tune on purpose (an optimizer over
+    the head alone), those after it were added or replaced once the optimizer was built."""
+    first = next((i for i, r in enumerate(recs) if r.in_optimizer), -1)
+    # (none held at all: the optimizer steps parameters the model no longer has)
     return [r for r in recs[first + 1:] if r.on_update and not r.in_optimizer
             and has_gradients(r, owners)]
 
