@@ -6,9 +6,10 @@ import re
 
 import pytest
 import torch
+from test_ci_outputs import parse_junit
 from torch import nn
 
-from conftest import run_end, trace_events, train
+from conftest import run_end, run_neuraldbg, trace_events, train
 from neuraldbg_cli import NeuralDbg
 from neuraldbg_cli.cli.main import main
 from neuraldbg_cli.explain.analysis import analyze, to_json
@@ -141,9 +142,6 @@ for step in range(60):
 
 @pytest.mark.e2e
 def test_the_summary_line_the_gate_and_junit_count_a_blip_alike(tmp_path):
-    from conftest import run_neuraldbg
-    from test_ci_outputs import parse_junit
-
     script = tmp_path / "blip.py"
     script.write_text(BLIP_SCRIPT)
     junit = tmp_path / "j.xml"
