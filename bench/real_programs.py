@@ -12,7 +12,8 @@ its source cited in its docstring, and one line `# expect: cause=CAUSE` (or `# e
 healthy` for a correct program, run once). Each run goes through `neuraldbg run --quiet` and
 `neuraldbg explain --json`, as a user's would, with default thresholds. Scored:
 
-- detected: the buggy run's verdict failed (at least one lasting failure);
+- detected: the buggy run's verdict failed (at least one lasting failure; for a version from
+  before the verdict, any failure transition);
 - fixed clean: the fixed run's verdict did not fail (a healthy program's run, likewise);
 - right cause: the top hypothesis of the buggy run names the expected cause;
 - and the most state changes of any layer and signal in any run (bounded at 8 by hysteresis).
@@ -53,23 +54,28 @@ def observe(script: Path, fixed: bool, tmp: str) -> dict:
     started = time.perf_counter()
     # (one thread each: torch's small ops on several threads of a busy machine run 10x slower)
     env = {**os.environ, "PYTHONWARNINGS": "ignore", "OMP_NUM_THREADS": "1"}
+    # (run from elsewhere: `python -m` puts the working folder first on sys.path, which would
+    # hide another version given by PYTHONPATH)
     run = subprocess.run(cmd + ["--fixed"] * fixed, capture_output=True, text=True,
-                         timeout=600, env=env)
+                         timeout=600, env=env, cwd=tmp)
     seconds = time.perf_counter() - started
     out = subprocess.run([sys.executable, "-m", "neuraldbg_cli", "explain", "--json", trace],
-                         capture_output=True, text=True, timeout=300)
+                         capture_output=True, text=True, timeout=300, cwd=tmp)
     if out.returncode != 0:
         return {"error": (run.stderr or out.stderr).strip().splitlines()[-1:], "seconds": seconds}
     doc = json.loads(out.stdout)
     top = doc["hypotheses"][0] if doc["hypotheses"] else None
     changes: dict = {}      # (layer, signal) -> state changes after its first observation
+    entered = False         # some failure transition (a version from before the verdict)
     with open(trace, encoding="utf-8") as f:
         for line in f:
             e = json.loads(line)
-            if e.get("event") == "transition" and e.get("from") is not None:
-                key = (e["layer"], e["signal"])
-                changes[key] = changes.get(key, 0) + 1
-    verdict = doc.get("verdict", {})
+            if e.get("event") == "transition":
+                entered = entered or e["to"] not in ("normal", "healthy", "anomalous")
+                if e.get("from") is not None:
+                    key = (e["layer"], e["signal"])
+                    changes[key] = changes.get(key, 0) + 1
+    verdict = doc.get("verdict", {"failed": entered})
     return {"exit": run.returncode, "failed": bool(verdict.get("failed")),
             "episodes": verdict.get("episodes", []), "blips": verdict.get("blips", 0),
             "top": None if top is None else {k: top[k] for k in
@@ -107,9 +113,9 @@ def main() -> int:
             jobs.append((script.stem, expect, buggy, fixed))
         rows = [score(name, expect, b.result() if b else None, f.result())
                 for name, expect, b, f in jobs]
-    print(table(rows))
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=1), encoding="utf-8")
+    print(table(rows))
     return 0
 
 
@@ -143,6 +149,8 @@ def _verdict(run: dict) -> str:
         return f"error: {' '.join(run['error'])}"
     if not run["failed"]:
         return "passed" + (f" ({run['blips']} blips)" if run["blips"] else "")
+    if not run["episodes"]:         # (a version from before the verdict)
+        return "**failed**"
     first = run["episodes"][0]
     return f"**failed**: {first['layer']} {first['state']} at {first['step']}"
 

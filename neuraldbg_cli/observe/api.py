@@ -61,11 +61,13 @@ class NeuralDbg:
 
     @property
     def failed(self) -> bool:
-        """True when a `fail_on` state was detected."""
+        """True when a failure in a `fail_on` state counts (verdict.py: it lasted)."""
         return bool(self.session and self.session.failures(self.fail_on))
 
     def failures(self, states=None) -> list:
-        """Transitions into any of `states`; by default every failure state (not anomalous)."""
+        """The onset transitions of the failures that count (verdict.py: held long enough,
+        still held at the end, recurring, or non-finite) in any of `states`; by default every
+        failure state. Blips, failures that did not last, are in `transitions` only."""
         if states is None:
             from ..states import failure_names
 
