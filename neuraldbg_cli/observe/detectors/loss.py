@@ -4,7 +4,9 @@ Judged against two references: the starting level (the median of the first steps
 untrained model scores) and the recent median. A loss that ends low and flat has converged;
 only one still near its starting level after `stall_after` steps has stalled. Levels mean
 nothing for a loss that goes negative (a log-likelihood) or sums several objectives (a GAN's
-two optimizers): there only non-finite values are judged.
+two optimizers): there only non-finite values are judged. A stall carries its why
+(`_why_stalled`): the layers' median update ratio, and with healthy updates, targets far
+beyond the output's scale, a smooth loss on a plateau, or a noisy flat one (no signal).
 """
 from __future__ import annotations
 
