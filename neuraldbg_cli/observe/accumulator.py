@@ -27,6 +27,13 @@ def norm32(t: torch.Tensor, ord=2, dim=None) -> torch.Tensor:
     return n if n.dtype == _F32 else n.to(_F32)
 
 
+def abs_max(t: torch.Tensor, dim) -> torch.Tensor:
+    """The largest |value| along `dim`, as float32: what vector_norm(t, inf, dim) gives (NaN
+    included), from two max reductions, which run ~10x faster on the CPU than its kernel."""
+    m = torch.maximum(t.amax(dim), t.amin(dim).neg())
+    return m if m.dtype == _F32 else m.to(_F32)
+
+
 def unit_dims(t: torch.Tensor, channel_first: bool) -> int | tuple | None:
     """The dimensions reduced to get one number per unit: features of (B, F) and (B, T, F),
     channels of conv maps (B, C, H, W)."""
@@ -143,7 +150,7 @@ class Accumulator:
     def add_input(self, x: torch.Tensor) -> None:
         dims = unit_dims(x, self.channel_first)
         if dims is not None:
-            self.inputs = combine_max(self.inputs, norm32(x.detach(), float("inf"), dims))
+            self.inputs = combine_max(self.inputs, abs_max(x.detach(), dims))
 
 
 def combine_max(prev, new):
