@@ -63,11 +63,12 @@ def origin(ep, chain: list, ctx) -> Hypothesis:
                 found[rule] = f
     best = max(found.values(), key=lambda f: f.strength)   # max keeps the first of equals
     factor, recovered = persistence(chain)
-    if any(e.counted for e in chain):
+    lasted = any(e.counted for e in chain)
+    if lasted:
         factor = max(factor, LASTED)    # it failed the run: the story is an answer, not a sign
     unconfirmed = 0.6 if ep.stats.get("unconfirmed") else 1.0
     confidence = round(best.strength * states.severity(ep.state, 0.6) * factor * unconfirmed, 2)
-    if not any(e.counted for e in chain):
+    if not lasted:
         confidence = min(confidence, BLIP)  # nothing in the story lasted: a blip, not an answer
     on_rank = f" on rank {ep.rank}" if len(ctx.runs) > 1 else ""
     sign = [f"first sign, {numbers(first)}"] if first is not ep else []

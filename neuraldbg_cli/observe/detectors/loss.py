@@ -115,13 +115,13 @@ def _why_stalled(h: LossHistory, th) -> dict:
         return {**said, "output_scale": o, "target_scale": t}
     jitter = h.jitter.median() if h.jitter.size else 0.0
     said["loss_jitter"] = jitter
-    if jitter < SMOOTH:
+    if jitter < SMOOTH_LOSS:
         return {**said, "plateau": True}
     return {**said, "no_signal": True}
 
 
 UNSCALED_TARGETS = 100.0    # targets this far beyond the output's scale (and this large)
-SMOOTH = 1e-3               # a loss moving less than this share a step: full batches
+SMOOTH_LOSS = 1e-3          # a loss moving less than this share a step: full batches
 
 
 register(LossDetector)
