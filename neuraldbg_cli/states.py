@@ -175,8 +175,23 @@ RESIDUAL = Signal("residual", "normal", (
           "to zero or dead inside (all-zero ReLUs)."),
 ), short="res")
 
+# torch.amp.GradScaler's loss scale (the pseudo-layer (scaler)). A skipped step now and then,
+# the scale recovering, is how the scaler works; calibration at the start is never a finding.
+SCALER = Signal("scaler", "normal", (
+    _ok("normal"),
+    State("skipping", True, 0.85, "Q", "bold yellow", "skipped most optimizer steps",
+          "Find what overflows float16 in the backward pass (the layer named, a loss summed "
+          "instead of averaged, an unscaled input or target); or train in bfloat16 "
+          "(torch.autocast(dtype=torch.bfloat16), no GradScaler), whose range is float32's."),
+    State("collapsed", True, 0.8, "K", "bold cyan", "collapsed its loss scale",
+          "The gradients overflow float16 even unscaled: a loss summed over many terms "
+          "(reduction=\"sum\": take the mean), a value that overflows float16 in the forward "
+          "pass, or a model that diverges. Train in bfloat16 (float32's range), or keep the "
+          "part that overflows in float32 (torch.autocast(..., enabled=False) around it)."),
+), short="scl")
+
 SIGNALS: dict = {s.name: s for s in (ACTIVATION, GRADIENT, UPDATE, LOSS, LOOP, OUTPUT, NORM,
-                                     RESIDUAL)}
+                                     RESIDUAL, SCALER)}
 
 
 def register(signal: Signal) -> Signal:

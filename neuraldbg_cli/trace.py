@@ -31,8 +31,9 @@ ROOT_LAYER = "(root)"
 LOSS_LAYER = "(loss)"
 LOOP_LAYER = "(loop)"
 OUTPUT_LAYER = "(output)"
+SCALER_LAYER = "(scaler)"
 # not modules: no module type to show
-PSEUDO_LAYERS = (INPUT_LAYER, LOSS_LAYER, LOOP_LAYER, OUTPUT_LAYER)
+PSEUDO_LAYERS = (INPUT_LAYER, LOSS_LAYER, LOOP_LAYER, OUTPUT_LAYER, SCALER_LAYER)
 
 
 # Made once: json.dumps with any option builds a new encoder at every call. Strict: a NaN or

@@ -19,7 +19,8 @@ PROBLEMS = [(sig.name, st.name) for sig in states.SIGNALS.values() for st in sig
             if st.name != sig.ok]
 # A layer of the right kind for each signal's states (the gradient of a Linear, ...)
 LAYER = {"activation": "net.1", "gradient": "net.0", "update": "net.0", "loss": "(loss)",
-         "loop": "(loop)", "output": "(output)", "norm": "net.1", "residual": "net"}
+         "loop": "(loop)", "output": "(output)", "norm": "net.1", "residual": "net",
+         "scaler": "(scaler)"}
 
 
 def report_of(tmp_path, maker, width=200):
@@ -88,7 +89,7 @@ def test_fail_on_good_health_is_an_error(name):
 def test_every_reader_knows_every_state(tmp_path, signal, name):
     st = states.lookup(signal, name)
     t = TraceMaker()
-    if signal in ("norm", "residual"):  # (TraceMaker starts the others healthy at step 0)
+    if signal in ("norm", "residual", "scaler"):  # (TraceMaker starts the others at step 0)
         t.tr(0, LAYER[signal], "normal", signal=signal)
     t = t.tr(10, LAYER[signal], name, signal=signal).end(40)
     analysis, out = report_of(tmp_path, t)
@@ -97,7 +98,7 @@ def test_every_reader_knows_every_state(tmp_path, signal, name):
     # and an output that does not suit its loss, or a block skipped, is the model's design
     own = "training_loop" if signal == "loop" or name in ("frozen", "detached") else \
         "architecture" if signal == "output" or (signal, name) == ("residual", "collapsed") \
-        else None
+        else "precision" if signal == "scaler" else None
     assert (top.symptom, top.signal, top.cause) == (name, signal, own or "unknown")
     assert st.verb in top.summary and top.fix == st.fix
     if own is None:

@@ -5,6 +5,7 @@ import math
 
 from .. import states
 from ..trace import INPUT_LAYER
+from .precision import nonfinite_skips_steps
 from .residuals import branch_stopped_skips_block, residual_growth_spreads
 from .runs import ACT, GRAD
 
@@ -198,7 +199,7 @@ def shows_in_loss(a, b, ctx):
     return f"{a.layer} {a.signal} {a.state} since step {a.onset} shows in the loss"
 
 
-ECHOES = [nonfinite_spreads, dead_cuts_gradients, change_spreads_forward,
+ECHOES = [nonfinite_spreads, nonfinite_skips_steps, dead_cuts_gradients, change_spreads_forward,
           bigger_activations_bigger_gradients, gradient_flows_backward, bad_update_corrupts_weights,
           same_failure_other_rank, worsens_in_place, relapses, loop_mistake_spreads,
           output_mismatch_spreads, norm_drift_spreads, residual_growth_spreads,

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from .. import states
-from ..trace import INPUT_LAYER, LOOP_LAYER, LOSS_LAYER, OUTPUT_LAYER
+from ..trace import INPUT_LAYER, LOOP_LAYER, LOSS_LAYER, OUTPUT_LAYER, SCALER_LAYER
 from .echoes import WINDOW
 from .episodes import Episode
 from .runs import ACT, Run, is_int
@@ -29,6 +29,8 @@ def describe(ep) -> str:
         return f"the training loop {verb_of(ep)}"
     if ep.layer == OUTPUT_LAYER:
         return f"the model's output {verb_of(ep)}"
+    if ep.layer == SCALER_LAYER:
+        return f"the GradScaler {verb_of(ep)}"
     who = f"{ep.layer} ({ep.module_type})"
     if ep.signal in (states.UPDATE.name, states.NORM.name, states.RESIDUAL.name):
         return f"{who} {verb_of(ep)}"

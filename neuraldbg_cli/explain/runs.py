@@ -3,7 +3,7 @@ rates, and each layer's transitions in step order."""
 from __future__ import annotations
 
 import bisect
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from .. import states
 from ..trace import OUTPUT_LAYER, Trace
@@ -15,6 +15,8 @@ GRAD = states.GRADIENT.name
 
 KEPT_EPISODES = 8   # per layer and signal; later ones fold into the last (a flapping layer)
 MAX_NOTES = 100     # warnings kept per run: those near an onset are quoted as evidence
+MAX_CURVE = 256     # rms points kept per layer (explain/precision.py)
+LOW_DTYPES = ("float16", "bfloat16")
 MAX_SHARD_POINTS = 200_000  # summary numbers kept per run, each kind (FSDP norms, classes)
 
 
@@ -85,6 +87,8 @@ class Run:
     shards: dict            # (layer, step) -> this rank's shard's gradient norm (FSDP layers)
     classes: dict           # step -> (classes in the targets sampled, output units, rows)
     ledger: Ledger          # the failure episodes, for the verdict (verdict.py)
+    curves: dict = field(default_factory=dict)  # layer -> [(step, rms)] from the summaries
+    low: dict = field(default_factory=dict)     # layer -> "float16"/"bfloat16" it computed in
 
     @property
     def last_step(self) -> int:
@@ -145,7 +149,7 @@ def digest(trace: Trace) -> Run:
     """One pass over the events: per layer and signal a bounded Track, the run's facts."""
     start, end, models, hparams, notes = {}, {}, [], [], []
     observed: dict = {}
-    sharded, shards, classes = set(), {}, {}
+    sharded, shards, classes, curves, low = set(), {}, {}, {}, {}
     tracks: dict = {}
     reached: set = set()
     seen = 0
@@ -162,19 +166,13 @@ def digest(trace: Trace) -> Run:
                     track = tracks[key] = Track(e["step"])
                 track.add(e, e["to"] in good)
                 reached.add(e["to"])
+                if e.get("dtype") in LOW_DTYPES:
+                    low[e["layer"]] = e["dtype"]
                 seen = max(seen, e["step"])
         elif kind == "summary":     # (the curves: their step, a killed run's last; sharded
             if is_int(e.get("step")):   # layers' gradient norms, to combine across ranks)
                 seen = max(seen, e["step"])
-                stats = _get(e, "stats", _dict, {})
-                if e.get("layer") in sharded and len(shards) < MAX_SHARD_POINTS:
-                    norm = stats.get("grad_norm")
-                    if is_number(norm):
-                        shards[(e["layer"], e["step"])] = norm
-                elif e.get("layer") == OUTPUT_LAYER and len(classes) < MAX_SHARD_POINTS \
-                        and all(is_number(stats.get(k)) and 0 <= stats[k] < 1e12
-                                for k in ("target_classes", "units", "rows")):
-                    classes[e["step"]] = tuple(int(stats[k]) for k in ("target_classes", "units", "rows"))
+                _summary(e, _get(e, "stats", _dict, {}), sharded, shards, classes, curves)
         elif kind == "hparams" and is_int(e.get("step")) and isinstance(e.get("lr"), list):
             hparams.append(e)
             seen = max(seen, e["step"])
@@ -200,7 +198,34 @@ def digest(trace: Trace) -> Run:
         hparams=sorted(hparams, key=lambda e: e["step"]), tracks=tracks, reached=reached,
         seen_step=seen, notes=notes, thresholds=_get(start, "thresholds", _dict, {}),
         observed=observed, shards=shards, classes=classes,
-        ledger=ledger or Ledger(Rule()))
+        ledger=ledger or Ledger(Rule()), curves=curves, low=low)
+
+
+def _summary(e: dict, stats: dict, sharded: set, shards: dict, classes: dict,
+             curves: dict) -> None:
+    """What a summary event adds: a sharded layer's gradient norm, the classes its targets
+    held, a layer's rms."""
+    _curve(curves, e, stats)
+    if e.get("layer") in sharded and len(shards) < MAX_SHARD_POINTS:
+        norm = stats.get("grad_norm")
+        if is_number(norm):
+            shards[(e["layer"], e["step"])] = norm
+    elif e.get("layer") == OUTPUT_LAYER and len(classes) < MAX_SHARD_POINTS \
+            and all(is_number(stats.get(k)) and 0 <= stats[k] < 1e12
+                    for k in ("target_classes", "units", "rows")):
+        classes[e["step"]] = tuple(int(stats[k]) for k in ("target_classes", "units", "rows"))
+
+
+def _curve(curves: dict, e: dict, stats: dict) -> None:
+    """A layer's output rms at a summary step, kept for the precision rules (a layer's
+    points thinned to every other one when it has MAX_CURVE)."""
+    rms, layer = stats.get("rms"), e.get("layer")
+    if not is_number(rms) or not _str(layer):
+        return
+    points = curves.setdefault(layer, [])
+    if len(points) >= MAX_CURVE:
+        del points[1::2]
+    points.append((e["step"], rms))
 
 
 def _ledger(start: dict) -> Ledger:

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import torch
 
-from .pairing import LossCall, activation_at, activation_of, node_name, rows_of
+from .pairing import LossCall, activation_at, activation_of, low_dtype, node_name, rows_of
 
 MAX_NODES = 64      # autograd nodes visited at most from the loss
 LOG_LIKELIHOOD = "log_likelihood"
@@ -118,7 +118,8 @@ def _log_of(log_fn, user, out, target_fn) -> LossCall | None:
     else:
         bounds = [torch.full((), float("nan"), device=o.device)] * 2
     return LossCall(LOG_LIKELIHOOD, act, size, _units(pred), int(o.shape[0]), "float",
-                    tuple(pred.shape), tuple(pred.shape), _NAMES, [*o.aminmax(), *bounds])
+                    tuple(pred.shape), tuple(pred.shape), _NAMES, [*o.aminmax(), *bounds],
+                    dtype=low_dtype(pred))
 
 
 def _targets_of(user) -> torch.Tensor | None:
@@ -150,7 +151,7 @@ def _regression(sub_fn, user, out, target_fn) -> LossCall | None:
     o, t = _rows(pred), rows_of(y, y.dim() - 1 if y.dim() >= 2 else None).float()
     return LossCall(loss, act if act != "linear" else None, size, _units(pred), int(o.shape[0]),
                     "float", tuple(pred.shape), tuple(diff.shape), _NAMES,
-                    [*o.aminmax(), *t.aminmax()])
+                    [*o.aminmax(), *t.aminmax()], dtype=low_dtype(pred))
 
 
 def _units(pred: torch.Tensor) -> int:

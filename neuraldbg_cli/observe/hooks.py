@@ -51,6 +51,7 @@ class Hooks(OptimizerHooks, OutermostHooks):
         self._last_block = None             # (block, output) of the last block called
         self.grads: list = []               # per optimizer stepped: its GradBatch
         self.grads_off = False
+        self.optimizer_steps = 0            # optimizer steps taken (scaler.py: one skipped?)
         self.inputs_checked = False         # some layer's input was checked this step
         self.eval_roots: dict = {}          # id -> outermost module whose last call was in eval()
         self.renewed = None                 # the watched gradient was renewed (backward.py)
@@ -166,6 +167,7 @@ class Hooks(OptimizerHooks, OutermostHooks):
                 self._last_leaf = (rec, y)
             if first:
                 self.touched.append(rec)
+                rec.dtype = y.dtype     # (the precision it computes in: mixed precision)
         except Exception as e:  # noqa: BLE001
             if rec is None or rec.skip:
                 self.registry.skip(module)

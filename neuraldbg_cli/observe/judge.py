@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 
 from .detectors.base import Observation
-from .kinds import LOOP_KIND, LOSS_KIND, OUTPUT_KIND, SIGMOID, TANH, UNIT_KINDS
+from .kinds import LOOP_KIND, LOSS_KIND, OUTPUT_KIND, SCALER_KIND, SIGMOID, TANH, UNIT_KINDS
 from .norms import norm_facts, norm_tensors
 from .pairing import REGRESSION_LOSSES
 from .readout import Readout
@@ -70,8 +70,7 @@ class StepJudge(Verdicts):
         elif any(type(b) is UpdateBatch and b.vector for b in grads):  # (read on its own)
             self._judge([], *job)
 
-    def drain(self) -> None:
-        """Judge the steps still being read (the end of the run)."""
+    def drain(self) -> None:    # (the steps still being read, at the end of the run)
         for values, job in self.readout.drain():
             self._judge(values, *job)
 
@@ -209,6 +208,8 @@ class StepJudge(Verdicts):
         if loss is not None and reg.loss.on_output:
             x = _of_step(LOSS_KIND, loss, _loss_facts(facts, moved, call))
             self._observe(reg.loss, reg.loss.on_output, x, step)
+        if facts.scaler is not None and reg.scaler.on_output:   # (a GradScaler's step)
+            self._observe(reg.scaler, reg.scaler.on_output, _of_step(SCALER_KIND, None, facts.scaler), step)
         if facts.optimized and reg.loop.on_output:
             x = _of_step(LOOP_KIND, None, _loop_facts(facts, first_grad))
             self._observe(reg.loop, reg.loop.on_output, x, step)

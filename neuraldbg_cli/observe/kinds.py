@@ -15,6 +15,7 @@ INPUT_KIND = "input"   # the outermost module's input (the pseudo-layer trace.IN
 LOSS_KIND = "loss"     # the loss passed to backward() (the pseudo-layer trace.LOSS_LAYER)
 LOOP_KIND = "loop"     # the training loop itself (the pseudo-layer trace.LOOP_LAYER)
 OUTPUT_KIND = "output"  # the model's output at the loss call (the pseudo-layer trace.OUTPUT_LAYER)
+SCALER_KIND = "scaler"  # torch.amp.GradScaler's loss scale (the pseudo-layer trace.SCALER_LAYER)
 
 UNIT_KINDS = (RELU, SMOOTH)         # per-unit maxima tell inactive units
 SQUASH_KINDS = (SIGMOID, TANH)      # per-unit mean derivative tells saturated units

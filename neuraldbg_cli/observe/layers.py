@@ -52,7 +52,7 @@ class LayerRec:
     __slots__ = ("ref", "module_type", "kind", "leaf", "reads", "wants_input", "transparent",
                  "fallback_name", "acc", "is_output", "skip", "watching", "on_output", "on_grad",
                  "on_update", "on_norm", "norm", "in_optimizer", "site", "sites", "seen_in",
-                 "residual")
+                 "residual", "dtype")
 
     def __init__(self, module, kind: str, leaf: bool, watches: list, debounce: int,
                  growth: int = 1):
@@ -92,5 +92,6 @@ class LayerRec:
         self.sites = [] if kind in SITE_KINDS and leaf and module is not None \
             and next(module.parameters(recurse=False), None) is None else None
         self.seen_in = -1               # the forward (Hooks' count) of its last call
+        self.dtype = None               # its output's dtype (float16 under autocast, say)
         # a container with parameters of its own may be a residual block (observe/residual.py)
         self.residual = UNSEEN if module is not None and not leaf else None

@@ -19,6 +19,7 @@ from .judge import StepJudge
 from .pairing import LossCalls
 from .registry import Registry
 from .residual import blocks_of
+from .scaler import ScalerWatch
 from .step_facts import StepFacts, outside_optimizers, trains_in_eval
 from .updates import UpdateSampler
 
@@ -54,6 +55,8 @@ class Monitor:
             self.loss_calls.bare = self._no_module
         if self.backward is not None:
             self.backward.on_bare = self._bare_backward
+        self.scaler = ScalerWatch(self.hooks, self.registry, self.fault) \
+            if self.registry.scaler.watching else None
 
     @property
     def steps(self) -> int:
@@ -75,7 +78,8 @@ class Monitor:
             self.registry.add_root_safely(self.registry.model)
         self.hooks.install(existing_optimizers, self._optimizer_created)
         for part, what in ((self.backward, "loss observation"),
-                           (self.loss_calls, "loss-call observation")):
+                           (self.loss_calls, "loss-call observation"),
+                           (self.scaler, "GradScaler observation")):
             if part is not None:
                 try:
                     part.install()
@@ -117,7 +121,7 @@ class Monitor:
 
     def remove(self) -> None:
         self.hooks.remove()
-        for part in (self.backward, self.loss_calls):
+        for part in (self.backward, self.loss_calls, self.scaler):
             if part is not None:
                 part.remove()
 
@@ -189,15 +193,18 @@ class Monitor:
         renewed, hooks.renewed = hooks.renewed, None
         eval_roots = trains_in_eval(hooks.eval_roots, self.registry.owners) \
             if optimized and hooks.eval_roots else []
+        scaler = self.scaler.take() if self.scaler is not None else None
+        # (a step a GradScaler skipped updated nothing: no layer's update is judged)
         uncovered = outside_optimizers(recs, self.registry.owners) \
-            if optimized and hooks.updates is not None else []
+            if optimized and hooks.updates is not None and not (scaler and scaler["skipped"]) \
+            else []
         call = self.loss_calls.take() if self.loss_calls is not None else None
         idle = False
         if backward is not None:
             idle = optimized and not backward.backwards and backward.no_grads
             backward.backwards = 0
         return _new(StepFacts, (losses, first_grad, resets, renewed, optimized,
-                                clock.optim.several(), eval_roots, uncovered, call, idle))
+                                clock.optim.several(), eval_roots, uncovered, call, idle, scaler))
 
     # ---- faults ----------------------------------------------------------------------
     def _switch_off(self, error: BaseException) -> None:

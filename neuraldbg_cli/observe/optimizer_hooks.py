@@ -24,14 +24,11 @@ class OptimizerHooks:
     def _optimizer_stepped(self, opt, args, kwargs):
         if self._installed is None:
             return
+        self.optimizer_steps += 1       # (a GradScaler's step that did not count this skipped)
         if self.backward is not None:
             self.backward.stepping(False)
         optim = self.clock.optim
-        paces = optim.paces(opt)
-        if optim.merged:            # (training in phases: count the step merged at the handover)
-            optim.merged = False
-            self.clock.steps += 1
-            self.clock.step += 1
+        paces = self._paces(opt)
         if self.active:             # once switched off by a fault, steps are only counted
             try:
                 optim.record_hparams(opt, self.clock.step)
@@ -47,6 +44,26 @@ class OptimizerHooks:
             self._after_update(opt, paces)
         if paces and not optim.framework_paced:
             self._end_step()
+
+    def optimizer_skipped(self, opt) -> None:
+        """A GradScaler skipped `opt`'s step (its gradients overflowed): still a step, one
+        with no update and no gradient to judge (scaler.py)."""
+        if self._installed is None:
+            return
+        if self._paces(opt):
+            self.paced = True
+            if not self.clock.optim.framework_paced:
+                self._end_step()
+
+    def _paces(self, opt) -> bool:
+        """Count a step of `opt`; True when its steps end the steps (optimizers.py)."""
+        optim = self.clock.optim
+        paces = optim.paces(opt)
+        if optim.merged:            # (training in phases: count the step merged at the handover)
+            optim.merged = False
+            self.clock.steps += 1
+            self.clock.step += 1
+        return paces
 
     def _after_update(self, opt, paces: bool) -> None:
         """The sampled update of the step just taken; at the pacing step, the reset check."""

@@ -15,12 +15,12 @@ a fault here switches this part off with a warning.
 from __future__ import annotations
 
 import functools
-import sys
-import warnings
 from typing import NamedTuple
 
 import torch
 import torch.nn.functional as F
+
+from .caller_warnings import warning_from_caller
 
 ROWS = 64           # rows of the output (and the target) reduced per read step
 
@@ -56,13 +56,15 @@ class LossCall(NamedTuple):
     names: tuple            # the names of `tensors`' values
     tensors: list           # 0-d float32 tensors
     step: int = 0           # the step of the call
+    dtype: str | None = None    # the output's dtype where reduced ("bfloat16"), else None
 
     def facts(self, values: list) -> dict:
         """What the detector is told: the host facts and the values read for `tensors`."""
+        low = {"output_dtype": self.dtype} if self.dtype else {}
         return {"loss_fn": self.loss, "activation": self.activation,
                 "normalised": self.normalised, "units": self.units, "rows": self.rows,
                 "target": self.target, "output_shape": self.output_shape,
-                "target_shape": self.target_shape, "step": self.step,
+                "target_shape": self.target_shape, "step": self.step, **low,
                 **dict(zip(self.names, values))}
 
 
@@ -134,7 +136,7 @@ class LossCalls:
                     self.active = False
                     self._fault("loss-call observation switched off", e)
             if name in REGRESSION_LOSSES and _shapes_differ(args, kwargs):
-                return _warning_from_caller(original, args, kwargs)
+                return warning_from_caller(original, args, kwargs)
             return original(*args, **kwargs)
         return loss
 
@@ -148,7 +150,7 @@ class LossCalls:
                 or not out.requires_grad or not torch.is_grad_enabled() \
                 or not out.is_floating_point() or out.numel() == 0 or target.numel() == 0:
             return      # (a metric, an evaluation pass, or a call the loss itself rejects)
-        self.call = read_call(name, out, target)._replace(step=step)
+        self.call = read_call(name, out, target)._replace(step=step, dtype=low_dtype(out))
 
     def _due(self, step: int) -> bool:
         return step < self._dense or not step % self._read_interval(step)
@@ -165,41 +167,19 @@ class LossCalls:
         return n
 
 
+def low_dtype(t: torch.Tensor) -> str | None:
+    """"float16" or "bfloat16" for a tensor in reduced precision, else None."""
+    return _LOW.get(t.dtype)
+
+
+_LOW = {torch.float16: "float16", torch.bfloat16: "bfloat16"}
+
+
 def _shapes_differ(args: tuple, kwargs: dict) -> bool:
     out = args[0] if args else kwargs.get("input")
     target = args[1] if len(args) > 1 else kwargs.get("target")
     return isinstance(out, torch.Tensor) and isinstance(target, torch.Tensor) \
         and out.shape != target.shape
-
-
-def _warning_from_caller(original, args: tuple, kwargs: dict):
-    """The call, where torch warns of a broadcast (a target of another shape). It warns with
-    stacklevel=2, which names the wrapper: a warning about to be shown there is given again
-    as from the wrapper's caller (the user's line), through the user's filters and registry,
-    so it shows as under plain python (once per line by default). `catch_warnings` cannot do
-    this: entering it resets every "once" registry, and the warning would show at each step."""
-    caller = sys._getframe(2)
-    shown = warnings.showwarning
-
-    def again(message, category, filename, lineno, file=None, line=None):
-        warnings.showwarning = shown
-        where = caller.f_globals
-        try:
-            # (no module_globals: Python 3.13 rejects a script's, run as __main__ by runpy)
-            warnings.warn_explicit(message, category, caller.f_code.co_filename,
-                                   caller.f_lineno, module=where.get("__name__"),
-                                   registry=where.setdefault("__warningregistry__", {}))
-        except category:
-            raise           # (a filter turned it into an error: as under plain python)
-        except Exception:  # noqa: BLE001 - the user's loss must run: show it where torch said
-            shown(message, category, filename, lineno, file, line)
-
-    warnings.showwarning = again
-    try:
-        return original(*args, **kwargs)
-    finally:
-        if warnings.showwarning is again:
-            warnings.showwarning = shown
 
 
 def read_call(name: str, out: torch.Tensor, target: torch.Tensor) -> LossCall:

@@ -7,9 +7,9 @@ import weakref
 from torch import nn
 from torch.nn.parameter import is_lazy
 
-from ..trace import INPUT_LAYER, LOOP_LAYER, LOSS_LAYER, OUTPUT_LAYER
+from ..trace import INPUT_LAYER, LOOP_LAYER, LOSS_LAYER, OUTPUT_LAYER, SCALER_LAYER
 from . import naming, weights
-from .kinds import INPUT_KIND, LOOP_KIND, LOSS_KIND, OTHER, OUTPUT_KIND, kind_of
+from .kinds import INPUT_KIND, LOOP_KIND, LOSS_KIND, OTHER, OUTPUT_KIND, SCALER_KIND, kind_of
 from .layers import LayerRec, Skipped
 
 _Loss = nn.modules.loss._Loss
@@ -44,6 +44,7 @@ class Registry:
         self.loss = self._pseudo(LOSS_KIND, LOSS_LAYER, False)
         self.loop = self._pseudo(LOOP_KIND, LOOP_LAYER, False)
         self.output = self._pseudo(OUTPUT_KIND, OUTPUT_LAYER, False)
+        self.scaler = self._pseudo(SCALER_KIND, SCALER_LAYER, False)   # (with a GradScaler)
         self.unnamed_seen = False           # a layer seen outside any known outermost call
         self._unnamed = 0
         self._scanned = False

@@ -21,6 +21,7 @@ class StepFacts(NamedTuple):
     uncovered: list         # layer records with gradients that no optimizer holds
     pairing: object = None  # the step's first loss call (pairing.LossCall), or None
     no_backward: bool = False   # the optimizer stepped with no backward() and no gradient
+    scaler: dict | None = None  # a GradScaler's step: scale, skipped, overflow (scaler.py)
 
     def tensors(self) -> list:
         """The 0-d tensors to read with the step's others: the loss summed, the gradient."""

@@ -40,9 +40,16 @@ class Verdicts:
         self.fault(f"{detector.signal.name} detector switched off", error)
 
     def write(self, rec, signal: str, t) -> None:
-        self.emit({"event": "transition", "step": t.step, "layer": self.registry.name_of(rec),
-                   "module_type": rec.module_type, "kind": rec.kind, "signal": signal,
-                   "from": t.previous, "to": t.state, "stats": _rounded(t.stats)})
+        event = {"event": "transition", "step": t.step, "layer": self.registry.name_of(rec),
+                 "module_type": rec.module_type, "kind": rec.kind, "signal": signal,
+                 "from": t.previous, "to": t.state, "stats": _rounded(t.stats)}
+        low = _LOW.get(str(getattr(rec, "dtype", None)))
+        if low is not None and signal == "activation":
+            event["dtype"] = low        # (the output's precision, when reduced: explain's rules)
+        self.emit(event)
+
+
+_LOW = {"torch.float16": "float16", "torch.bfloat16": "bfloat16"}
 
 
 def _rounded(stats: dict) -> dict:

@@ -23,4 +23,4 @@ def build(thresholds, signals=None) -> list:
             if signals is None or factory.signal.name in signals]
 
 
-from . import activation, gradient, loop, loss, norm, output, residual, update  # noqa: E402,F401 - the built-ins register
+from . import activation, gradient, loop, loss, norm, output, residual, scaler, update  # noqa: E402,F401 - the built-ins register

@@ -24,6 +24,7 @@ GRAD_NORM = "grad_norm"              # grad_norm, model_max_grad_norm: at the op
 PARAM_UPDATE = "param_update"        # update_ratio, facts: at the optimizer step (with GRAD_NORM)
 LOSS = "loss"                        # loss, facts: of the pseudo-layer (loss), at the step end
 LOOP = "loop"                        # facts: of the pseudo-layer (loop), at the step end
+SCALER = "scaler"                    # facts: of the pseudo-layer (scaler), at the step end
 NORM_STATS = "norm_stats"            # facts: BatchNorm drift or a norm gain (norms.py), step end
 OUTPUT_REDUCTIONS = frozenset((OUTPUT_NORM, UNIT_ACTIVITY, UNIT_SATURATION, INPUT_ACTIVITY))
 NOTHING = frozenset()

@@ -137,7 +137,7 @@ def _one_hot(f: dict) -> bool:
 def _quoted(f: dict) -> dict:
     """The numbers a verdict quotes."""
     keys = ("loss_fn", "activation", "normalised", "units", "rows", "target", "output_min",
-            "output_max", "target_min", "target_max", "target_classes", "row_logsumexp_gap")
+            "output_max", "target_min", "target_max", "target_classes", "row_logsumexp_gap", "output_dtype")
     out = {k: f[k] for k in keys if f.get(k) is not None}
     out["output_shape"], out["target_shape"] = list(f["output_shape"]), list(f["target_shape"])
     return out
