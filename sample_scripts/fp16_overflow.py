@@ -25,7 +25,7 @@ from torch import nn
 
 parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
 parser.add_argument("--steps", type=int, default=150)
-parser.add_argument("--lr", type=float, default=0.2)
+parser.add_argument("--lr", type=float, default=0.25)
 parser.add_argument("--device", default="cpu")
 parser.add_argument("--fixed", action="store_true", help="bfloat16 autocast, no GradScaler")
 args = parser.parse_args()

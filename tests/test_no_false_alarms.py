@@ -21,6 +21,10 @@ HEALTHY = {
     "adam_schedule": 100,
     "sigmoid_output": 100,
     "curriculum": 160,
+    # mixed precision: a scaler calibrating and probing, bfloat16, accumulation under a scaler
+    "amp_fp16_scaler": 160,
+    "amp_bf16_transformer": 60,
+    "amp_grad_accum": 40,
 }
 
 
@@ -54,7 +58,10 @@ def test_no_failure_transition(traced, name):
     assert proc.returncode == 0, f"exit {proc.returncode}\n{proc.stderr[-3000:]}"
     # every observed layer starts normal/healthy at step 0, and nothing changes afterwards
     assert transitions(events), "nothing observed"
-    assert all(t["step"] == 0 and t["from"] is None for t in transitions(events)), describe(events)
+    # (a scaler's calibration skips its first steps: no update is measured until one goes through)
+    first_step = {"amp_fp16_scaler": 9}.get(name, 0)
+    assert all(t["step"] <= first_step and t["from"] is None for t in transitions(events)), \
+        describe(events)
 
 
 def _printed_steps(stdout: str) -> int:
