@@ -90,7 +90,7 @@ class StepJudge(Verdicts):
                 rec = job[0]
                 self._observe(rec, rec.on_norm, _of_step(rec.kind, None, norm_facts(job, value)),
                               step)
-        told = facts.values(tail) if facts is not None else None     # (loss, first_grad, call)
+        told = facts.values(tail) if facts is not None else None  # (loss, first_grad, call, scaler)
         loss = told[0] if told is not None else None
         keep = Summary(step) if self.summaries.due(step) else None
         raw, done = [], []
@@ -203,13 +203,13 @@ class StepJudge(Verdicts):
     def _judge_step(self, facts, told: tuple, step: int, keep=None, moved=None) -> None:
         """The pseudo-layers and the layers outside every optimizer; `told`: StepFacts.values;
         `keep`: the step's Summary (the targets' classes); `moved`: the median update ratio."""
-        loss, first_grad, call = told
+        loss, first_grad, call, scaler = told
         reg = self.registry
         if loss is not None and reg.loss.on_output:
             x = _of_step(LOSS_KIND, loss, _loss_facts(facts, moved, call))
             self._observe(reg.loss, reg.loss.on_output, x, step)
-        if facts.scaler is not None and reg.scaler.on_output:   # (a GradScaler's step)
-            self._observe(reg.scaler, reg.scaler.on_output, _of_step(SCALER_KIND, None, facts.scaler), step)
+        if scaler is not None and reg.scaler.on_output:     # (a GradScaler's step)
+            self._observe(reg.scaler, reg.scaler.on_output, _of_step(SCALER_KIND, None, scaler), step)
         if facts.optimized and reg.loop.on_output:
             x = _of_step(LOOP_KIND, None, _loop_facts(facts, first_grad))
             self._observe(reg.loop, reg.loop.on_output, x, step)

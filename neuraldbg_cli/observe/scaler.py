@@ -5,8 +5,8 @@ layer whose gradients overflowed first.
 `GradScaler.step` is wrapped while a run is observed (the `torch.cuda.amp.GradScaler` alias
 is a subclass, wrapped with it). A skipped step is still a step: the scaler did not call the
 optimizer, so the hooks are told (`Hooks.optimizer_skipped`), and its gradients, which hold
-the overflow, are neither judged nor applied. Reading the scale costs one read of a 0-d
-tensor a step, where the scaler itself reads its inf check at once after it.
+the overflow, are neither judged nor applied. The scale is read with the step's other
+numbers (no read of its own); which layer overflowed, on a skipped step only.
 """
 from __future__ import annotations
 
@@ -57,7 +57,8 @@ class ScalerWatch:
                 scale = scaler._scale
                 if scale is None:
                     return None
-                self.facts = {"scale": float(scale.item()), "skipped": False}
+                # (a copy, read with the step's numbers: update() changes the scale in place)
+                self.facts = {"scale": scale.detach().clone(), "skipped": False}
             return self.hooks.optimizer_steps
         except Exception as e:  # noqa: BLE001 - a monitor fault must not end the run
             self.fault("GradScaler observation failed", e)

@@ -34,17 +34,21 @@ class StepFacts(NamedTuple):
             out.append(self.first_grad)
         if self.pairing is not None:
             out += self.pairing.tensors
+        if self.scaler is not None:
+            out.append(self.scaler["scale"])
         return out
 
     def values(self, values: list) -> tuple:
-        """(loss, first_grad, the loss call's facts) from the values read for `tensors()`,
-        None where absent."""
+        """(loss, first_grad, the loss call's facts, the scaler's facts) from the values read
+        for `tensors()`, None where absent."""
         it = iter(values)
         loss = next(it, None) if self.losses else None
         first_grad = next(it, None) if self.first_grad is not None else None
-        pairing = self.pairing
-        call = pairing.facts(list(it)) if pairing is not None else None
-        return loss, first_grad, call
+        pairing, scaler = self.pairing, self.scaler
+        call = pairing.facts([next(it) for _ in pairing.tensors]) if pairing is not None else None
+        if scaler is not None:
+            scaler = {**scaler, "scale": next(it)}
+        return loss, first_grad, call, scaler
 
     def reset(self, first_grad: float | None) -> bool | None:
         """Were the gradients reset since the last step? None: it cannot be told."""
