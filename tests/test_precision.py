@@ -148,15 +148,18 @@ def test_a_scale_below_one_is_collapsed_and_every_step_skipped_gets_there():
 
 
 @pytest.mark.usefixtures("hooks_clean")
-def test_the_scaler_is_observed_in_process_and_unwrapped_after(tmp_path):
-    """The Python API watches a GradScaler as the CLI does, and restores GradScaler.step."""
+@pytest.mark.parametrize("fused", [False, True], ids=["foreach", "fused"])
+def test_the_scaler_is_observed_in_process_and_unwrapped_after(tmp_path, fused):
+    """The Python API watches a GradScaler as the CLI does, and restores GradScaler.step. A
+    fused optimizer is handed the scale and the inf check, and steps even when it skips: its
+    skipped steps are told by that check, and its gradients read unscaled."""
     from conftest import trace_events
     from neuraldbg_cli import NeuralDbg
 
     step = torch.amp.GradScaler.step
     torch.manual_seed(0)
     model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 1))
-    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3, fused=fused)
     scaler = torch.amp.GradScaler("cpu", init_scale=2.0 ** 30)
     x, y = torch.randn(64, 8), torch.randn(64, 1)
     trace = tmp_path / "t.jsonl"
@@ -171,7 +174,10 @@ def test_the_scaler_is_observed_in_process_and_unwrapped_after(tmp_path):
     assert torch.amp.GradScaler.step is step
     events = trace_events(trace)
     assert run_end(events)["steps"] == 20
-    assert transitions(events, layer="(scaler)", to="normal")
+    first = transitions(events, layer="(scaler)", to="normal")[0]
+    assert first["stats"]["skipped"] is True and first["stats"]["scale"] == pytest.approx(2.0 ** 30, rel=1e-5)
     assert not failures(events), describe(events)
+    norms = [t["stats"]["grad_norm"] for t in transitions(events, signal="gradient")]
+    assert norms and all(1e-4 < n < 10 for n in norms), norms    # unscaled (2^30 otherwise)
     dtypes = {t.get("dtype") for t in transitions(events, signal="activation")}
     assert "float16" in dtypes

@@ -193,10 +193,11 @@ class Monitor:
         renewed, hooks.renewed = hooks.renewed, None
         eval_roots = trains_in_eval(hooks.eval_roots, self.registry.owners) \
             if optimized and hooks.eval_roots else []
-        scaler = self.scaler.take() if self.scaler is not None else None
+        scaler = self.scaler.take(clock.optim.primary and clock.optim.primary()) \
+            if self.scaler is not None else None
         # (a step a GradScaler skipped updated nothing: no layer's update is judged)
         uncovered = outside_optimizers(recs, self.registry.owners) \
-            if optimized and hooks.updates is not None and not (scaler and scaler["skipped"]) \
+            if optimized and hooks.updates is not None and not (scaler and scaler["skipped"] is True) \
             else []
         call = self.loss_calls.take() if self.loss_calls is not None else None
         idle = False

@@ -44,9 +44,16 @@ class ScalerWatch:
         if self._original is not None:
             _Scaler.step, self._original = self._original, None
 
-    def take(self) -> dict | None:
-        """The step's facts, handed over to the step end."""
+    def take(self, pacer=None) -> dict | None:
+        """The step's facts, handed over to the step end. With an optimizer that applies the
+        scale itself (fused Adam: `_step_supports_amp_scaling`), the scaler calls its step
+        every time and hands it the inf check (`found_inf`), read with the step's numbers; its
+        kernel unscales the gradients in place, unless it skips the step (then neither they
+        nor the update are judged, as on any skipped step)."""
         facts, self.facts = self.facts, None
+        found = getattr(pacer, "found_inf", None)
+        if facts is not None and not facts["skipped"] and isinstance(found, torch.Tensor):
+            facts["skipped"] = found.detach().clone().float()
         return facts
 
     def _before(self, scaler) -> int | None:

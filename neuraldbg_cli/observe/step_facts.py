@@ -36,6 +36,8 @@ class StepFacts(NamedTuple):
             out += self.pairing.tensors
         if self.scaler is not None:
             out.append(self.scaler["scale"])
+            if not isinstance(self.scaler["skipped"], bool):     # (a fused optimizer's check)
+                out.append(self.scaler["skipped"])
         return out
 
     def values(self, values: list) -> tuple:
@@ -48,6 +50,8 @@ class StepFacts(NamedTuple):
         call = pairing.facts([next(it) for _ in pairing.tensors]) if pairing is not None else None
         if scaler is not None:
             scaler = {**scaler, "scale": next(it)}
+            if not isinstance(scaler["skipped"], bool):
+                scaler["skipped"] = next(it) > 0
         return loss, first_grad, call, scaler
 
     def reset(self, first_grad: float | None) -> bool | None:
