@@ -9,7 +9,10 @@ class OptimizerHooks:
     """Before and after each optimizer step (torch's global optimizer-step hooks)."""
 
     def _optimizer_stepping(self, opt, args, kwargs):
-        """Before an optimizer step: the sampled weights, to measure its update."""
+        """Before an optimizer step: a stop (stopper.py raises here, before the update),
+        the sampled weights, to measure its update."""
+        if self.stopper is not None:
+            self.stopper.before_step(opt)
         if self.updates is not None and self.active and self.registry.updates_watched:
             try:
                 if self.observing:
