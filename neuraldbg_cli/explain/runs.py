@@ -85,6 +85,8 @@ class Run:
     shards: dict            # (layer, step) -> this rank's shard's gradient norm (FSDP layers)
     classes: dict           # step -> (classes in the targets sampled, output units, rows)
     ledger: Ledger          # the failure episodes, for the verdict (verdict.py)
+    stop: dict | None = None        # run_end.stop: where --stop-on stopped training
+    capture: dict | None = None     # the capture event: the evidence's file, its pinpoint
 
     @property
     def last_step(self) -> int:
@@ -150,7 +152,7 @@ def digest(trace: Trace) -> Run:
     reached: set = set()
     seen = 0
     good = states.ok_names()
-    ledger = None
+    ledger = capture = None
     for e in trace.events:
         kind = e.get("event")
         if kind == "transition":
@@ -189,6 +191,8 @@ def digest(trace: Trace) -> Run:
             start = e
         elif kind == "run_end":
             end = e
+        elif kind == "capture" and _str(e.get("path")):
+            capture = e
     return Run(
         path=trace.path, rank=_get(start, "rank", is_int, 0),
         world_size=_get(start, "world_size", is_int, 1),
@@ -200,7 +204,7 @@ def digest(trace: Trace) -> Run:
         hparams=sorted(hparams, key=lambda e: e["step"]), tracks=tracks, reached=reached,
         seen_step=seen, notes=notes, thresholds=_get(start, "thresholds", _dict, {}),
         observed=observed, shards=shards, classes=classes,
-        ledger=ledger or Ledger(Rule()))
+        ledger=ledger or Ledger(Rule()), stop=_get(end, "stop", _dict), capture=capture)
 
 
 def _ledger(start: dict) -> Ledger:
