@@ -147,10 +147,8 @@ def digest(trace: Trace) -> Run:
     """One pass over the events: per layer and signal a bounded Track, the run's facts."""
     start, end, models, hparams, notes = {}, {}, [], [], []
     observed: dict = {}
-    sharded, shards, classes = set(), {}, {}
-    tracks: dict = {}
-    reached: set = set()
-    seen = 0
+    sharded, shards, classes, tracks = set(), {}, {}, {}
+    reached, seen = set(), 0
     good = states.ok_names()
     ledger = capture = None
     for e in trace.events:
