@@ -36,6 +36,8 @@ def observe(target, args, trace, th, gate, quiet, every, junit=None, signals=Non
     previous = signal.getsignal(signal.SIGTERM)
     if previous is signal.SIG_DFL:
         signal.signal(signal.SIGTERM, _raise_terminated)
+    if session.world_size > 1:
+        session.on_stop = _outlive_peers
     status, code, error, death = "completed", 0, None, None
     try:
         session.start()
@@ -96,6 +98,17 @@ def _print_exception(e: BaseException, path: str) -> None:
 
     e = e.with_traceback(user_traceback(e.__traceback__, path))
     sys.excepthook(type(e), e, e.__traceback__)
+
+
+def _outlive_peers() -> None:
+    """Under torchrun, once this rank has stopped: the SIGTERM that torchrun sends every rank
+    when one of them exits is the stop's own consequence, not an interrupt. Ignored, so that
+    the script's `finally` blocks and the trace's end run whole, and this rank exits 3 (torchrun
+    still kills a rank that does not end within its grace period)."""
+    try:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    except ValueError:      # (not the main thread: then a SIGTERM ends the rank as before)
+        pass
 
 
 def _raise_terminated(signum, frame):

@@ -76,6 +76,7 @@ class Session:
         self._finished = False
         self.stop_on, self.capture, self._stop_mode = tuple(stop_on), capture, stop_mode
         self.stopper = None
+        self.on_stop = None         # callable, called once when training is stopped
 
     def warn(self, msg: str) -> None:
         # Warnings go to stderr on every rank: they concern that rank's own trace.

@@ -6,9 +6,10 @@ The same episodes as `--fail-on` (verdict.py, through `Session.failures`). A cou
 failure is acted on at the next optimizer step, before its update. A non-finite gradient
 would be written into the weights by the very step it comes with, and the step's numbers are
 judged after it (on a GPU, read a step or more late): so, while a stop or a capture is
-wanted, the gradients about to be applied are checked first, one fused norm over them and
-one host read per optimizer step (a pass over the gradients, as the gradient monitoring
-already makes); only when that norm is not finite is the step judged there and then.
+wanted, the gradients about to be applied are checked first: on an observed step, their
+norms, which the gradient monitoring takes anyway, are taken at the pre-step instead of the
+step end and read once (one host read per optimizer step); on other steps, one fused norm
+over them. Only when they are not finite is the step judged there and then.
 
 Two ways to stop, one decision: `raise` (`run` and `NeuralDbg`) raises TrainingStopped out
 of `optimizer.step()`, and again at every later step; `skip` (the Lightning and Hugging Face
@@ -89,22 +90,42 @@ class Stopper:
         if not self.wanted:
             return
         self._opt = weakref.ref(opt)
-        if nonfinite_grads(opt):
-            self._judge_now(opt)
+        batch = self._normed(opt)
+        if batch is not None:
+            bad = not bool(torch.stack(batch.tensors).sum().isfinite())
+        else:
+            bad = nonfinite_grads(opt)
+        if bad:
+            self._judge_now(batch)
         found = self._counted()
         if found is not None:
             self._act(found, opt)
 
-    def _judge_now(self, opt) -> None:
+    def _normed(self, opt):
+        """On an observed step, the gradient norms the step end would take anyway, taken now
+        and handed over to it (hooks.prenormed): the check then costs one host read. None
+        when they do not cover every gradient of `opt` (some parameter in no layer)."""
+        m = self.monitor
+        hooks = m.hooks
+        hooks.prenormed = None
+        if not (hooks.active and hooks.observing) or hooks.grads_off:
+            return None
+        batch = m.clock.optim.grad_norms(opt, m.registry.owners)
+        if batch is None or len(batch.tensors) != sum(
+                p.grad is not None for g in opt.param_groups for p in g["params"]):
+            return None
+        hooks.prenormed = (opt, batch)
+        return batch
+
+    def _judge_now(self, batch) -> None:
         """The step judged before its update: its non-finite gradient then counts."""
         m = self.monitor
         hooks = m.hooks
         if not hooks.active:
             return
-        if not hooks.grads_off and hooks.observing:
-            batch = m.clock.optim.grad_norms(opt, m.registry.owners)
-            if batch is not None:
-                hooks.grads.append(batch)
+        if batch is not None:
+            hooks.grads.append(batch)
+            hooks.prenormed = None
         m.end_step_safely(complete=False)
         if hooks.active:
             m.judge.drain()
@@ -154,6 +175,8 @@ class Stopper:
         if stop:        # (decided before the capture: a SIGTERM during it finds it stopped)
             self.stopped = TrainingStopped(found["to"], found["signal"], found["layer"],
                                            found["step"], self.monitor.clock.step)
+            if self.session.on_stop is not None:
+                self.session.on_stop()
         if self._capture_due:
             self._capture_due = False
             self.write_capture(found, opt)
