@@ -118,3 +118,27 @@ def test_version_is_printed():
     proc = subprocess.run([sys.executable, "-m", "neuraldbg_cli", "--version"],
                           capture_output=True, text=True, timeout=60, env=ENV)
     assert proc.returncode == 0 and proc.stdout.strip() == f"neuraldbg {__version__}"
+
+
+def test_the_callbacks_stop_withholds_the_update_without_raising(tmp_path):
+    """The Lightning and Hugging Face callbacks' form of the same stop (stop_mode "skip"):
+    the trainer is asked to stop at the batch's end, so nothing is raised, and no update is
+    applied from the failing step on."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 1))
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    with NeuralDbg(model, trace=str(tmp_path / "t.jsonl"), stop_on="nonfinite",
+                   capture=str(tmp_path / "cap"), stop_mode="skip") as dbg:
+        for step in range(6):
+            x = torch.randn(16, 4)
+            if step == 3:
+                x[0, 0] = float("nan")
+            if step == 3:
+                before = [p.detach().clone() for p in model.parameters()]
+            opt.zero_grad()
+            model(x).pow(2).mean().backward()
+            opt.step()
+    assert dbg.stopped is not None and dbg.stopped.at == 3
+    assert all(torch.equal(a, p) for a, p in zip(before, model.parameters())), \
+        "neither the NaN step nor any later one changed the weights"
+    assert run_end(trace_events(tmp_path / "t.jsonl"))["status"] == "stopped"
