@@ -146,6 +146,34 @@ def test_lightning_stops_on_a_dead_layer_and_logs_the_hypothesis(pl, tmp_path, c
     assert "cause learning_rate" in said
 
 
+def test_lightning_stop_on_nonfinite_withholds_the_nan_update_and_captures(pl, tmp_path):
+    """Lightning computes the gradients inside optimizer.step(closure): the stop's check runs
+    in on_before_optimizer_step, so the NaN gradient is never applied there either."""
+    from neuraldbg_cli.integrations.lightning import NeuralDbgCallback
+
+    module = lightning_module(pl)
+    step = module.training_step
+
+    def poisoned(batch, batch_idx):
+        x, y = batch
+        if module.global_step == 15:
+            x = x.clone()
+            x[3, 2] = float("nan")
+        return step((x, y), batch_idx)
+
+    module.training_step = poisoned
+    cb = NeuralDbgCallback(trace=str(tmp_path / "t.jsonl"), stop_on="nonfinite",
+                           capture=str(tmp_path / "cap"))
+    trainer = fit(pl, module, cb, max_steps=60)
+    assert trainer.global_step <= 16
+    assert all(bool(torch.isfinite(p).all()) for p in module.parameters())
+    assert cb.dbg.stopped is not None and cb.dbg.stopped.state == "nonfinite"
+    [path] = (tmp_path / "cap").iterdir()
+    assert torch.load(path, weights_only=False)["pinpoint"]["rows"] == [3]
+    end = events_of(tmp_path / "t.jsonl")[-1]
+    assert end["event"] == "run_end" and end["status"] == "stopped"
+
+
 def test_lightning_callback_takes_the_detectors_as_neuraldbg_does(pl, tmp_path):
     from neuraldbg_cli.errors import InputError
     from neuraldbg_cli.integrations.lightning import NeuralDbgCallback

@@ -44,6 +44,13 @@ class Observation:
         if self._monitor is not None and self._monitor.active:
             self._monitor.framework_step(global_step)
 
+    def before_update(self, optimizer) -> None:
+        """After the gradients are computed, before the optimizer applies them (where the
+        framework computes them inside `optimizer.step(closure)`): the stop's check."""
+        session = self.dbg.session if self.dbg is not None else None
+        if session is not None and session.stopper is not None:
+            session.stopper.before_step(getattr(optimizer, "optimizer", optimizer))
+
     def should_stop(self) -> list:
         """[the onset transition] of the failure that stopped training (once: the trainer is
         told once); [] while it goes on. Checked where `run` would stop (stopper.py), and
