@@ -360,10 +360,15 @@ def test_huggingface_stops_on_nonfinite(hf, tmp_path, caplog):
             g = torch.Generator().manual_seed(i)
             return {"x": torch.randn(8, generator=g), "labels": torch.randn((), generator=g)}
 
-    cb = NeuralDbgCallback(trace=str(tmp_path / "t.jsonl"), stop_on="nonfinite")
-    trainer = trainer_for(hf, Head(), Rows(), cb, tmp_path, max_steps=30, learning_rate=1e-2)
+    cb = NeuralDbgCallback(trace=str(tmp_path / "t.jsonl"), stop_on="nonfinite",
+                           capture=str(tmp_path / "cap"))
+    head = Head()
+    trainer = trainer_for(hf, head, Rows(), cb, tmp_path, max_steps=30, learning_rate=1e-2)
     with caplog.at_level(logging.WARNING):
         trainer.train()
     assert trainer.state.global_step < 12
     assert cb.dbg.failures(["nonfinite"])
     assert "neuraldbg: stopping training" in caplog.text
+    # the same stop as `run`'s: the NaN update withheld, the evidence kept
+    assert all(bool(torch.isfinite(p).all()) for p in head.parameters())
+    assert cb.dbg.stopped is not None and len(list((tmp_path / "cap").iterdir())) == 1
