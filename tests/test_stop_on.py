@@ -142,3 +142,16 @@ def test_the_callbacks_stop_withholds_the_update_without_raising(tmp_path):
     assert all(torch.equal(a, p) for a, p in zip(before, model.parameters())), \
         "neither the NaN step nor any later one changed the weights"
     assert run_end(trace_events(tmp_path / "t.jsonl"))["status"] == "stopped"
+
+
+def test_a_blip_does_not_stop_the_run(tmp_path):
+    """The loss of nan_sample.py's clean run spikes twice and recovers: blips. The second
+    spike's recovery is confirmed only 8 healthy steps later (hysteresis), after the spike
+    would have held 10 steps: the stop waits for it, and agrees with --fail-on."""
+    proc, events = run_neuraldbg(tmp_path, SAMPLES / "nan_sample.py", "--corrupt", "none",
+                                 options=["--stop-on", "spiking", "--fail-on", "spiking"])
+    spikes = [e for e in events if e["event"] == "transition" and e["to"] == "spiking"]
+    assert len(spikes) == 2, "the scenario: two spikes, each recovered"
+    assert proc.returncode == 0, proc.stderr
+    assert run_end(events)["status"] == "completed" and run_end(events)["blips"] == 2
+    assert "64 steps taken" in proc.stdout
