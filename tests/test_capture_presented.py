@@ -44,6 +44,19 @@ def test_explain_json_names_the_capture(stopped, capsys, monkeypatch):
     assert trace["capture"]["pinpoint"]["op"] == "log"
 
 
+def test_explain_blames_the_samples_the_pinpoint_found(stopped, capsys, monkeypatch):
+    """The loss spiked before the NaN (a learning-rate story on its own): the pinpoint, one
+    row of 64 carrying it, makes the data the cause."""
+    tmp, capture = stopped
+    monkeypatch.chdir(tmp)
+    assert main(["explain", "--json", "trace.jsonl"]) == 0
+    top = json.loads(capsys.readouterr().out)["hypotheses"][0]
+    assert (top["symptom"], top["cause"]) == ("nonfinite", "input_data")
+    assert top["confidence"] >= 0.9
+    assert any("dataset index 1234" in e for e in top["evidence"])
+    assert "1234" in top["fix"]
+
+
 def test_the_report_links_the_capture(stopped):
     need_chromium()
     tmp, capture = stopped

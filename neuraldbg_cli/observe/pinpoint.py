@@ -57,7 +57,7 @@ class FirstNonfinite(TorchDispatchMode):
             if bad is not None and not any(_bad(t) for t in _floats((args, kwargs))):
                 self.found = {"born": "op", "op": func.overloadpacket.__name__,
                               "module": self.where(), "kind": kind_of(bad),
-                              "rows": rows_of(bad, self.batch)}
+                              "rows": rows_of(bad, self.batch), "batch": self.batch}
         return out
 
 
@@ -95,4 +95,4 @@ def in_input(tensors: list, batch: int | None) -> dict | None:
     if bad is None:
         return None
     return {"born": "input", "op": None, "module": "(input)", "kind": kind_of(bad),
-            "rows": rows_of(bad, batch)}
+            "rows": rows_of(bad, batch), "batch": batch}
