@@ -1,7 +1,9 @@
 """neuraldbg: finds where and why PyTorch training fails (dead, saturated, exploding, NaN)."""
 
+from .stopping import TrainingStopped
+
 __version__ = "0.1.0"
-__all__ = ["NeuralDbg", "__version__"]
+__all__ = ["NeuralDbg", "TrainingStopped", "__version__"]
 
 
 def __getattr__(name):

@@ -21,3 +21,14 @@ def check_writable(path: str, what: str) -> None:
         raise InputError(f"cannot write {what} {path}: it is a folder")
     if not os.access(folder, os.W_OK) or (p.exists() and not os.access(p, os.W_OK)):
         raise InputError(f"cannot write {what} {path}: permission denied")
+
+
+def check_folder(path: str, what: str) -> None:
+    """Fail before the work if the folder `what` cannot be made or written at `path` (it is
+    made when first needed)."""
+    p = Path(path)
+    if p.exists() and not p.is_dir():
+        raise InputError(f"cannot write {what} {path}: it is a file")
+    existing = next((q for q in (p, *p.parents) if q.exists()), Path("."))
+    if not os.access(existing, os.W_OK):
+        raise InputError(f"cannot write {what} {path}: permission denied")

@@ -140,5 +140,9 @@ class Ledger:
         """Episodes too short to count: ended, or (once the run is over) still open."""
         return self.blips + sum(not h.counted for h in self._still_open(steps, ended)) * ended
 
+    def has_episodes(self) -> bool:
+        """Some failure episode is open or was counted (a cheap test, at every step)."""
+        return bool(self._open or self._closed)
+
     def total(self, steps: int, ended: bool) -> int:
         return len(self.counted(steps, ended)) + self.extra

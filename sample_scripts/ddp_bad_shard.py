@@ -7,7 +7,8 @@ Launch with torchrun (2 processes):
 At --bad-step (default 12) rank --bad-rank (default 1) gets a batch with NaN. Its input goes
 non-finite there; the gradient all-reduce then carries the NaN to every rank, whose weights,
 and so activations, turn non-finite from the next step on. Without --bad-step < 0 the run is
-healthy.
+healthy. Under `neuraldbg run --stop-on nonfinite` both ranks stop at --bad-step, before
+its update: the all-reduced gradient is non-finite on every rank.
 """
 import argparse
 
@@ -31,19 +32,21 @@ def main():
                               nn.Linear(32, 4)))
     opt = torch.optim.SGD(model.parameters(), lr=0.05)
     gen = torch.Generator().manual_seed(100 + rank)       # each rank its own shard
-    for step in range(args.steps):
-        x = torch.randn(32, 16, generator=gen)
-        y = torch.randint(0, 4, (32,), generator=gen)
-        if step == args.bad_step and rank == args.bad_rank:
-            x[5, 3] = float("nan")
-        loss = nn.functional.cross_entropy(model(x), y)
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-    if rank == 0:
-        print(f"final loss {loss.item():.4f}")
-    dist.barrier()      # both ranks done before teardown: gloo can abort if one leaves early
-    dist.destroy_process_group()
+    try:
+        for step in range(args.steps):
+            x = torch.randn(32, 16, generator=gen)
+            y = torch.randint(0, 4, (32,), generator=gen)
+            if step == args.bad_step and rank == args.bad_rank:
+                x[5, 3] = float("nan")
+            loss = nn.functional.cross_entropy(model(x), y)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+        if rank == 0:
+            print(f"final loss {loss.item():.4f}")
+        dist.barrier()  # both ranks done before teardown: gloo can abort if one leaves early
+    finally:            # (also when stopped: `neuraldbg run --stop-on` raises in opt.step())
+        dist.destroy_process_group()
 
 
 if __name__ == "__main__":

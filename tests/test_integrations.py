@@ -146,6 +146,34 @@ def test_lightning_stops_on_a_dead_layer_and_logs_the_hypothesis(pl, tmp_path, c
     assert "cause learning_rate" in said
 
 
+def test_lightning_stop_on_nonfinite_withholds_the_nan_update_and_captures(pl, tmp_path):
+    """Lightning computes the gradients inside optimizer.step(closure): the stop's check runs
+    in on_before_optimizer_step, so the NaN gradient is never applied there either."""
+    from neuraldbg_cli.integrations.lightning import NeuralDbgCallback
+
+    module = lightning_module(pl)
+    step = module.training_step
+
+    def poisoned(batch, batch_idx):
+        x, y = batch
+        if module.global_step == 15:
+            x = x.clone()
+            x[3, 2] = float("nan")
+        return step((x, y), batch_idx)
+
+    module.training_step = poisoned
+    cb = NeuralDbgCallback(trace=str(tmp_path / "t.jsonl"), stop_on="nonfinite",
+                           capture=str(tmp_path / "cap"))
+    trainer = fit(pl, module, cb, max_steps=60)
+    assert trainer.global_step <= 16
+    assert all(bool(torch.isfinite(p).all()) for p in module.parameters())
+    assert cb.dbg.stopped is not None and cb.dbg.stopped.state == "nonfinite"
+    [path] = (tmp_path / "cap").iterdir()
+    assert torch.load(path, weights_only=False)["pinpoint"]["rows"] == [3]
+    end = events_of(tmp_path / "t.jsonl")[-1]
+    assert end["event"] == "run_end" and end["status"] == "stopped"
+
+
 def test_lightning_callback_takes_the_detectors_as_neuraldbg_does(pl, tmp_path):
     from neuraldbg_cli.errors import InputError
     from neuraldbg_cli.integrations.lightning import NeuralDbgCallback
@@ -332,10 +360,15 @@ def test_huggingface_stops_on_nonfinite(hf, tmp_path, caplog):
             g = torch.Generator().manual_seed(i)
             return {"x": torch.randn(8, generator=g), "labels": torch.randn((), generator=g)}
 
-    cb = NeuralDbgCallback(trace=str(tmp_path / "t.jsonl"), stop_on="nonfinite")
-    trainer = trainer_for(hf, Head(), Rows(), cb, tmp_path, max_steps=30, learning_rate=1e-2)
+    cb = NeuralDbgCallback(trace=str(tmp_path / "t.jsonl"), stop_on="nonfinite",
+                           capture=str(tmp_path / "cap"))
+    head = Head()
+    trainer = trainer_for(hf, head, Rows(), cb, tmp_path, max_steps=30, learning_rate=1e-2)
     with caplog.at_level(logging.WARNING):
         trainer.train()
     assert trainer.state.global_step < 12
     assert cb.dbg.failures(["nonfinite"])
     assert "neuraldbg: stopping training" in caplog.text
+    # the same stop as `run`'s: the NaN update withheld, the evidence kept
+    assert all(bool(torch.isfinite(p).all()) for p in head.parameters())
+    assert cb.dbg.stopped is not None and len(list((tmp_path / "cap").iterdir())) == 1

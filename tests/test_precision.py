@@ -163,7 +163,7 @@ def test_the_scaler_is_observed_in_process_and_unwrapped_after(tmp_path, fused):
     scaler = torch.amp.GradScaler("cpu", init_scale=2.0 ** 30)
     x, y = torch.randn(64, 8), torch.randn(64, 1)
     trace = tmp_path / "t.jsonl"
-    with NeuralDbg(model, trace=str(trace)):
+    with NeuralDbg(model, trace=str(trace), stop_on="nonfinite", capture=str(tmp_path / "cap")):
         for _ in range(20):
             with torch.autocast("cpu", dtype=torch.float16):
                 loss = nn.functional.mse_loss(model(x).float(), y)
@@ -172,6 +172,7 @@ def test_the_scaler_is_observed_in_process_and_unwrapped_after(tmp_path, fused):
             scaler.step(opt)
             scaler.update()
     assert torch.amp.GradScaler.step is step
+    assert not (tmp_path / "cap").exists()     # (the calibration's overflows stop nothing)
     events = trace_events(trace)
     assert run_end(events)["steps"] == 20
     first = transitions(events, layer="(scaler)", to="normal")[0]
@@ -181,3 +182,16 @@ def test_the_scaler_is_observed_in_process_and_unwrapped_after(tmp_path, fused):
     assert norms and all(1e-4 < n < 10 for n in norms), norms    # unscaled (2^30 otherwise)
     dtypes = {t.get("dtype") for t in transitions(events, signal="activation")}
     assert "float16" in dtypes
+
+
+@pytest.mark.e2e
+def test_a_run_whose_every_step_the_scaler_skips_is_stopped_from_scaler_step(tmp_path):
+    """No optimizer step, no pre-step: the stop comes out of scaler.step() at the step's end,
+    the script's finally runs, the weights stay finite."""
+    from conftest import REPO
+    proc, events = run_neuraldbg(tmp_path, REPO / "tests" / "scripts" / "scaler_inf_batch.py",
+                                 options=("--stop-on", "nonfinite"))
+    assert proc.returncode == 3, proc.stderr[-2000:]
+    assert "steps 0 finite True" in proc.stdout
+    end = run_end(events)
+    assert end["status"] == "stopped" and end["stop"]["state"] == "nonfinite", end

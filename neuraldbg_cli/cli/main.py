@@ -1,8 +1,6 @@
 """The `neuraldbg` command: parses options, opens files, maps errors to exit codes."""
 from __future__ import annotations
 
-import os
-import signal
 import sys
 
 import typer
@@ -12,10 +10,10 @@ try:        # typer >= 0.24 carries its own copy of click
 except ImportError:  # pragma: no cover - older typer uses click itself
     from click import exceptions as _cx
 
-from ..errors import InputError
-from ..inert import inert
-from ..states import failure_names, parse_signals
+from ..errors import InputError, check_folder
+from ..states import parse_signals
 from ..thresholds import Thresholds, defaults_text, load_thresholds, parse_states
+from .run_cmd import _Die, die_like_python, observe
 
 app = typer.Typer(
     add_completion=False,
@@ -27,20 +25,23 @@ app = typer.Typer(
 )
 
 DEFAULT_TRACE = "neuraldbg-trace.jsonl"
+DEFAULT_CAPTURE = "neuraldbg-capture"
 JUNIT_HELP = ("write JUnit XML here: a test case per observed layer and signal, failed by "
               "the --fail-on states")
 
 
-class _Terminated(BaseException):
-    """SIGTERM, turned into an exception so the trace is closed before the process dies."""
+def _version(value: bool) -> None:
+    if value:
+        from .. import __version__
+
+        print(f"neuraldbg {__version__}")
+        raise typer.Exit(0)
 
 
-class _Die(BaseException):
-    """Carries a KeyboardInterrupt or SIGTERM past typer, to end the process as python would."""
-
-    def __init__(self, death):
-        super().__init__(death)
-        self.death = death
+@app.callback()
+def _options(version: bool = typer.Option(False, "--version", callback=_version,
+                                          is_eager=True, help="print the version and exit")):
+    pass
 
 
 def _fail_on(option: str | None, thresholds: Thresholds) -> tuple:
@@ -73,6 +74,14 @@ def run(
                                                "cost less"),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="no summary on stderr"),
     junit: str | None = typer.Option(None, "--junit", metavar="FILE", help=JUNIT_HELP),
+    stop_on: str | None = typer.Option(None, "--stop-on", metavar="STATES",
+                                          help="comma list of states that stop training where "
+                                               "they count, before the update (exit 3), "
+                                               "e.g. nonfinite,dead"),
+    capture: str | None = typer.Option(None, "--capture", metavar="DIR",
+                                          help="write the evidence of the first counted "
+                                               "failure here (implied by --stop-on: "
+                                               f"{DEFAULT_CAPTURE})"),
 ) -> None:
     from ..observe.session import trace_path_for
     from ..trace import check_writable
@@ -90,123 +99,14 @@ def run(
 
         junit = trace_path_for(junit)       # (under torchrun: one per rank, as the trace)
         junit_writable(junit)
+    stops = parse_states(stop_on, what="--stop-on") if stop_on is not None else ()
+    if stops and capture is None:
+        capture = DEFAULT_CAPTURE
+    if capture is not None:
+        check_folder(capture, "capture folder")
     target = runner.module_target(script) if module else runner.script_target(script)
-    raise typer.Exit(_observe(target, list(ctx.args), trace, th, gate, quiet, every, junit,
-                              signals))
-
-
-def _observe(target, args, trace, th, gate, quiet, every, junit=None, signals=None) -> int:
-    from ..observe.session import Session
-    from . import runner
-
-    session = Session(trace, th, script=target.argv0, argv=[target.argv0, *args], quiet=quiet,
-                      every=every, signals=signals)
-    previous = signal.getsignal(signal.SIGTERM)
-    if previous is signal.SIG_DFL:
-        signal.signal(signal.SIGTERM, _raise_terminated)
-    status, code, error, death = "completed", 0, None, None
-    try:
-        session.start()
-        runner.run(target, args)
-    except SystemExit as e:
-        code = _exit_code(e.code)
-    except KeyboardInterrupt as e:
-        status, code, error, death = "interrupted", 130, "KeyboardInterrupt", e
-        _print_exception(e, target.path)
-    except _Terminated:
-        status, code, error, death = "interrupted", 143, "SIGTERM", signal.SIGTERM
-    except BaseException as e:  # noqa: BLE001 - reported exactly as python would
-        status, code, error = "failed", 1, f"{type(e).__name__}: {e}"
-        _print_exception(e, target.path)
-    finally:
-        if signal.getsignal(signal.SIGTERM) is _raise_terminated:
-            signal.signal(signal.SIGTERM, previous)
-        code = session.finish(status, code, error, fail_on=gate)
-    if not session.quiet:
-        _summary(session)
-    _to_ci(session, gate, junit)
-    if death is not None:
-        raise _Die(death)
-    return code
-
-
-def _to_ci(session, gate, junit) -> None:
-    """The run's own trace, explained for CI systems (JUnit, GitHub); never the cause of a
-    different exit status: what cannot be written or explained is a warning."""
-    from ..publish import ci
-
-    if not ci.wanted(junit) or (junit is None and session.rank != 0):
-        return
-    from ..explain.analysis import analyze
-    from ..trace import open_trace
-
-    try:
-        analysis = analyze([open_trace(session.path)])
-        if session.rank != 0:       # only rank 0 speaks to GitHub; each rank has its JUnit
-            from ..publish import junit as junit_xml
-
-            junit_xml.write(analysis, gate, junit)
-        else:
-            ci.publish(analysis, gate, junit)
-    except InputError as e:
-        print(f"neuraldbg: warning: {e}", file=sys.stderr)
-    except Exception as e:  # noqa: BLE001 - the script's own result stands
-        print(f"neuraldbg: warning: CI output not written: {type(e).__name__}: {e}",
-              file=sys.stderr)
-
-
-def _print_exception(e: BaseException, path: str) -> None:
-    """The traceback as python prints it: from the script's first frame, through excepthook."""
-    from .runner import user_traceback
-
-    e = e.with_traceback(user_traceback(e.__traceback__, path))
-    sys.excepthook(type(e), e, e.__traceback__)
-
-
-def _raise_terminated(signum, frame):
-    raise _Terminated()
-
-
-def _exit_code(code) -> int:
-    """SystemExit.code -> process status, as python computes it."""
-    if code is None:
-        return 0
-    if isinstance(code, int):
-        return code & 0xFF if code >= 0 else code % 256
-    print(code, file=sys.stderr)
-    return 1
-
-
-def _die_like_python(death) -> None:
-    """Python dies of SIGINT after an uncaught KeyboardInterrupt and of SIGTERM by default;
-    a parent (a shell, torchrun) sees the same signal status under neuraldbg."""
-    sys.stdout.flush()
-    sys.stderr.flush()
-    if isinstance(death, KeyboardInterrupt):
-        # Re-raised outside typer, python itself runs atexit handlers and then exits by
-        # SIGINT; the traceback was already printed without neuraldbg's frames.
-        sys.excepthook = lambda *a: None
-        raise death
-    signal.signal(death, signal.SIG_DFL)
-    os.kill(os.getpid(), death)
-
-
-def _summary(session) -> None:
-    # The episodes that count (verdict.py); blips and warning signs are only numbered: the
-    # first lasting failure is what the line should name.
-    failures = session.failures(failure_names())
-    steps, blips = session.steps, session.blips()
-    seen = f" ({blips} blip{'s' * (blips != 1)}: failures that did not last)" if blips else ""
-    if not failures:
-        print(f"neuraldbg: {steps} steps, no failure detected{seen}; trace: {session.path}",
-              file=sys.stderr)
-        return
-    first = min(failures, key=lambda t: t["step"])
-    layers = len({t["layer"] for t in failures})
-    print(f"neuraldbg: {steps} steps, {len(failures)} lasting failure{'s' * (len(failures) != 1)} "
-          f"in {layers} layer{'s' * (layers != 1)}{seen}; first: {inert(first['layer'])} "
-          f"{first['signal']} {first['to']} at step {first['step']}. "
-          f"Run: neuraldbg explain {session.path}", file=sys.stderr)
+    raise typer.Exit(observe(target, list(ctx.args), trace, th, gate, quiet, every, junit,
+                             signals, stops, capture))
 
 
 @app.command(help="Explain one or more traces (several: the ranks of one distributed run).")
@@ -253,7 +153,7 @@ def main(argv: list | None = None) -> int:
         rc = app(args=argv, prog_name="neuraldbg", standalone_mode=False)
         return rc if isinstance(rc, int) else 0
     except _Die as d:
-        _die_like_python(d.death)
+        die_like_python(d.death)
         return 130
     except typer.Exit as e:
         return e.exit_code

@@ -120,7 +120,10 @@ def to_json(analysis: Analysis) -> dict:
     """The --json document (CONTRACT.md), with a few extra keys."""
     traces = [{"path": r.path, "script": r.script, "rank": r.rank, "world_size": r.world_size,
                "run_id": r.run_id, "status": r.status, "steps": r.steps,
-               "exit_code": r.exit_code, "error": r.error} for r in analysis.runs]
+               "exit_code": r.exit_code, "error": r.error,
+               **({"stop": r.stop} if r.stop else {}),
+               **({"capture": _capture(r.capture)} if r.capture else {})}
+              for r in analysis.runs]
     return {"schema": 1, "traces": traces, "verdict": verdict(analysis.runs),
             "hypotheses": [to_dict(h) for h in analysis.hypotheses]}
 
@@ -131,3 +134,9 @@ def verdict(runs: list) -> dict:
     episodes = [{**h.to_dict(), **({"process_rank": r.rank} if multi else {})}
                 for r in runs for h in r.verdict()]
     return {"failed": bool(episodes), "episodes": episodes, "blips": sum(r.blips() for r in runs)}
+
+
+def _capture(event: dict) -> dict:
+    """What --json says of a capture: its file, and the samples to blame."""
+    return {k: event.get(k) for k in ("path", "step", "layer", "signal", "state", "pinpoint",
+                                      "blamed_indices")}

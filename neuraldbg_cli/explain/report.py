@@ -30,7 +30,8 @@ THEME = theme()     # the built-in states; a state registered later needs theme(
 def render(analysis) -> Group:
     """The whole report, one renderable for Console.print."""
     origins = [h for h in analysis.hypotheses if h.origin is None]
-    parts = [run_line(analysis.runs), verdict_line(analysis.runs), Text(),
+    parts = [run_line(analysis.runs), verdict_line(analysis.runs),
+             *evidence_lines(analysis.runs), Text(),
              *hypotheses(origins, multi=len(analysis.runs) > 1)]
     if analysis.episodes:
         parts += [Text(), Timeline(analysis)]
@@ -62,6 +63,28 @@ def verdict_line(runs) -> Text:
                       f"{first.layer} {first.signal} {first.state} at step {first.step}{where}, "
                       f"held {first.steps} steps{blip_note}"))
     return text
+
+
+def evidence_lines(runs) -> list:
+    """Where --stop-on stopped training, and the capture: its file and the samples to blame."""
+    from ..stopping import pinpointed
+
+    out = []
+    for r in runs:
+        on = f" on rank {r.rank}" if len(runs) > 1 else ""
+        stop = r.stop or {}
+        if isinstance(stop.get("at"), int):
+            out.append(Text(inert(f"Stopped{on} at step {stop['at']}, before its update: "
+                                  f"{stop.get('layer')} {stop.get('signal')} {stop.get('state')}"),
+                            style="state.dead"))
+        c = r.capture
+        if c is not None:
+            said = pinpointed(c.get("pinpoint"), c.get("blamed_indices")
+                              if isinstance(c.get("blamed_indices"), list) else None)
+            out.append(Text(inert(f"Evidence{on}: {c['path']} (step {c.get('step')}, "
+                                  f"{c.get('layer')} {c.get('state')})"
+                                  + (f"; {said}" if said else ""))))
+    return out
 
 
 def _ranks(runs) -> str:

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from .. import states
 from ..trace import INPUT_LAYER
-from . import dynamics, mistakes, norms, outputs, precision, rates, residuals, stalls
+from . import dynamics, mistakes, norms, outputs, precision, rates, residuals, samples, stalls
 from .echoes import WINDOW
 from .finding import Finding
 from .runs import ACT, GRAD
@@ -195,7 +195,8 @@ def unexplained(ep, ctx):
 
 
 # In order of preference where two are equally strong (max keeps the first).
-CAUSES = [outputs.output_mismatch, mistakes.loop_mistake, stalls.stalled_loss, bad_batch,
+CAUSES = [outputs.output_mismatch, mistakes.loop_mistake, stalls.stalled_loss,
+          samples.blamed_samples, bad_batch,
           precision.scaler_trouble, precision.rounded_probability, precision.float16_overflow,
           stalls.unscaled_targets, norms.batch_statistics,
           residuals.residual_growth, unscaled_input,

@@ -87,6 +87,8 @@ class Run:
     shards: dict            # (layer, step) -> this rank's shard's gradient norm (FSDP layers)
     classes: dict           # step -> (classes in the targets sampled, output units, rows)
     ledger: Ledger          # the failure episodes, for the verdict (verdict.py)
+    stop: dict | None = None        # run_end.stop: where --stop-on stopped training
+    capture: dict | None = None     # the capture event: the evidence's file, its pinpoint
     curves: dict = field(default_factory=dict)  # layer -> [(step, rms)] from the summaries
     low: dict = field(default_factory=dict)     # layer -> "float16"/"bfloat16" it computed in
 
@@ -149,12 +151,10 @@ def digest(trace: Trace) -> Run:
     """One pass over the events: per layer and signal a bounded Track, the run's facts."""
     start, end, models, hparams, notes = {}, {}, [], [], []
     observed: dict = {}
-    sharded, shards, classes, curves, low = set(), {}, {}, {}, {}
-    tracks: dict = {}
-    reached: set = set()
-    seen = 0
+    sharded, shards, classes, tracks, curves, low = set(), {}, {}, {}, {}, {}
+    reached, seen = set(), 0
     good = states.ok_names()
-    ledger = None
+    ledger = capture = None
     for e in trace.events:
         kind = e.get("event")
         if kind == "transition":
@@ -187,6 +187,8 @@ def digest(trace: Trace) -> Run:
             start = e
         elif kind == "run_end":
             end = e
+        elif kind == "capture" and _str(e.get("path")):
+            capture = e
     return Run(
         path=trace.path, rank=_get(start, "rank", is_int, 0),
         world_size=_get(start, "world_size", is_int, 1),
@@ -198,7 +200,8 @@ def digest(trace: Trace) -> Run:
         hparams=sorted(hparams, key=lambda e: e["step"]), tracks=tracks, reached=reached,
         seen_step=seen, notes=notes, thresholds=_get(start, "thresholds", _dict, {}),
         observed=observed, shards=shards, classes=classes,
-        ledger=ledger or Ledger(Rule()), curves=curves, low=low)
+        ledger=ledger or Ledger(Rule()), stop=_get(end, "stop", _dict), capture=capture,
+        curves=curves, low=low)
 
 
 def _summary(e: dict, stats: dict, sharded: set, shards: dict, classes: dict,

@@ -29,6 +29,11 @@ class NeuralDbgCallback(Observing, Callback):
         # is then a batch, numbered by global_step.
         self.observation.start(pl_module, framework_steps=not pl_module.automatic_optimization)
 
+    def on_before_optimizer_step(self, trainer, pl_module, optimizer) -> None:
+        # Lightning runs the forward and the backward inside optimizer.step(closure), after
+        # torch's pre-step hooks: the stop's gradient check comes here, before the update.
+        self.observation.before_update(optimizer)
+
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
         self.observation.batch_end(trainer.global_step)
         found = self.observation.should_stop()

@@ -11,13 +11,13 @@ class Observation:
     """One fit observed: started on the model the trainer holds, closed once, explained."""
 
     def __init__(self, trace: str, fail_on, stop_on, thresholds, every: int, framework: str,
-                 detectors=None):
+                 detectors=None, capture=None):
         self.trace, self.every, self.thresholds = trace, every, thresholds
         self.detectors = parse_signals(detectors, what="detectors")
         self.fail_on = fail_on
         self.stop_on = parse_states(stop_on, what="stop_on") if isinstance(stop_on, str) \
             else tuple(stop_on or ())
-        self.framework = framework
+        self.framework, self.capture = framework, capture
         self.dbg: NeuralDbg | None = None
         self._monitor = None                # where the framework's counter paces the steps
         self._stopped = False
@@ -27,8 +27,12 @@ class Observation:
         rather than at the first optimizer's step."""
         if self.dbg is not None:
             self.close()                    # a second fit with the same callback: a new trace
+        # The one stop of `run` and NeuralDbg (observe/stopper.py), in its gentle form: the
+        # update of the step where the failure counts is withheld (a non-finite gradient is
+        # never applied), then the trainer is asked to stop at the batch's end.
         self.dbg = NeuralDbg(model, trace=self.trace, thresholds=self.thresholds,
-                             fail_on=self.fail_on, every=self.every, detectors=self.detectors)
+                             fail_on=self.fail_on, every=self.every, detectors=self.detectors,
+                             stop_on=self.stop_on, capture=self.capture, stop_mode="skip")
         self.dbg.__enter__()
         self._monitor = self.dbg.session.monitor if framework_steps else None
         if self._monitor is not None:
@@ -40,13 +44,23 @@ class Observation:
         if self._monitor is not None and self._monitor.active:
             self._monitor.framework_step(global_step)
 
+    def before_update(self, optimizer) -> None:
+        """After the gradients are computed, before the optimizer applies them (where the
+        framework computes them inside `optimizer.step(closure)`): the stop's check."""
+        session = self.dbg.session if self.dbg is not None else None
+        if session is not None and session.stopper is not None:
+            session.stopper.before_step(getattr(optimizer, "optimizer", optimizer))
+
     def should_stop(self) -> list:
-        """The stop_on states detected so far (once: the trainer is told once)."""
+        """[the onset transition] of the failure that stopped training (once: the trainer is
+        told once); [] while it goes on. Checked where `run` would stop (stopper.py), and
+        here at each batch's end, for a failure counted at the fit's last step."""
         if self.dbg is None or self._stopped or not self.stop_on:
             return []
-        found = self.dbg.failures(self.stop_on)
+        found = self.dbg.failures(self.stop_on) if self.dbg.stopped is None else \
+            [t for t in self.dbg.failures(self.stop_on) if t["to"] == self.dbg.stopped.state]
         self._stopped = bool(found)
-        return found
+        return found[:1]
 
     def close(self, error: BaseException | None = None, global_step: int | None = None) -> None:
         dbg = self.dbg
@@ -84,14 +98,17 @@ class Observing:
 
     trace: the JSONL trace; fail_on: the states of `.failed`; stop_on: states that stop
     training (e.g. "nonfinite,dead"); thresholds: a Thresholds or YAML path; every: observe
-    every N-th step; detectors: the signals observed (default all), as NeuralDbg's."""
+    every N-th step; detectors: the signals observed (default all), as NeuralDbg's; capture:
+    the folder of the evidence of the first counted failure (default with stop_on:
+    neuraldbg-capture)."""
 
     framework = ""
 
     def __init__(self, trace: str = "neuraldbg-trace.jsonl", *, fail_on: str | None = None,
-                 stop_on=None, thresholds=None, every: int = 1, detectors=None):
+                 stop_on=None, thresholds=None, every: int = 1, detectors=None,
+                 capture: str | None = None):
         self.observation = Observation(trace, fail_on, stop_on, thresholds, every, self.framework,
-                                       detectors)
+                                       detectors, capture)
 
     @property
     def dbg(self):

@@ -15,11 +15,16 @@ class NeuralDbg:
     fail_on: states for `dbg.failed` (e.g. "dead,nonfinite"); default from the thresholds.
     every: observe every N-th step only (default 1: every step).
     detectors: the signals observed, e.g. "activation,gradient" (or a list); default all.
+    stop_on: states that stop training where a failure in them counts (e.g. "nonfinite"):
+    `optimizer.step()` raises `neuraldbg_cli.TrainingStopped` before its update.
+    capture: the folder where the evidence of the first counted failure is written
+    (default with stop_on: "neuraldbg-capture"; else None, no capture).
     """
 
     def __init__(self, model=None, trace: str = "neuraldbg-trace.jsonl", thresholds=None,
                  fail_on: str | None = None, quiet: bool = True, every: int = 1,
-                 detectors=None):
+                 detectors=None, stop_on=None, capture: str | None = None,
+                 stop_mode: str = "raise"):
         if not isinstance(every, int) or every < 1:
             raise ValueError(f"every must be a positive integer, got {every!r}")
         self.every = every
@@ -29,6 +34,10 @@ class NeuralDbg:
         self.model = model
         self.trace = trace
         self.quiet = quiet
+        self.stop_on = () if stop_on is None else parse_states(stop_on, what="stop_on") \
+            if isinstance(stop_on, str) else tuple(stop_on)
+        self.capture = "neuraldbg-capture" if self.stop_on and capture is None else capture
+        self.stop_mode = stop_mode      # "raise"; the framework callbacks': "skip"
         self.session = None
 
     def __enter__(self) -> NeuralDbg:
@@ -37,7 +46,8 @@ class NeuralDbg:
         argv = list(sys.argv)
         self.session = Session(self.trace, self.thresholds, script=argv[0] if argv else "",
                                argv=argv, model=self.model, quiet=self.quiet, every=self.every,
-                               signals=self.signals)
+                               signals=self.signals, stop_on=self.stop_on,
+                               capture=self.capture, stop_mode=self.stop_mode)
         self.session.start(existing_optimizers=True)
         return self
 
@@ -54,6 +64,11 @@ class NeuralDbg:
     def transitions(self) -> list:
         """Transition events written so far (dicts as in the trace)."""
         return list(self.session.transitions) if self.session else []
+
+    @property
+    def stopped(self):
+        """The TrainingStopped of a stop (its state, layer, step, capture), or None."""
+        return self.session.stopped if self.session else None
 
     @property
     def steps(self) -> int:

@@ -59,6 +59,7 @@ class Hooks(OptimizerHooks, OutermostHooks):
         self.updates = None                 # UpdateSampler, or None: updates not measured
         self.backward = None                # Backward (the loss and the resets), or None
         self.loss_calls = None              # LossCalls (the output's pairing), or None
+        self.stopper = self.evidence = None  # Stopper and its Evidence (stopper.py), or None
         self._depth = 0
         self._forwards = 0                  # outermost forwards so far (call sites, layers.py)
         self._last_leaf = None              # eager only: (rec, output) of the last leaf call
@@ -134,7 +135,7 @@ class Hooks(OptimizerHooks, OutermostHooks):
                     self._depth = 0
                     root = self._roots.get(id(module))
                     if root is not None and root() is module:
-                        self._outermost_return(module, output, kwargs)
+                        self._outermost_return(module, args, output, kwargs)
             # (eval-mode modules too: a model left in eval() while training is a finding; not
             # the calls of a backward pass: gradient checkpointing recomputes what was seen)
             if not self.observing or not _grad_enabled() or _graph_task() != -1:

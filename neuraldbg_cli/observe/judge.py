@@ -98,8 +98,7 @@ class StepJudge(Verdicts):
             self._judge_outputs(values, plan, recs, step, keep)
             raw, done = grad_values(values, plan)
         norms, moved = {}, []     # (moved: the step's positive update ratios, for the loss)
-        # (a step a GradScaler skipped: its gradients hold the overflow, and nothing moved)
-        for batch in () if told is not None and told[3] and told[3]["skipped"] else grads:
+        for batch in () if told and told[3] and told[3]["skipped"] else grads:  # (scaler: skipped)
             values, update = done if batch.normed else raw, type(batch) is UpdateBatch
             # (a vector is read on its own: its values are not among these)
             k = 0 if update and batch.vector else len(batch.tensors)

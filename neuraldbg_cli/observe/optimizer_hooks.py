@@ -8,8 +8,13 @@ from .updates import UpdateBatch
 class OptimizerHooks:
     """Before and after each optimizer step (torch's global optimizer-step hooks)."""
 
+    prenormed = None        # (optimizer, GradBatch) its gradients' norms, taken at the pre-step
+
     def _optimizer_stepping(self, opt, args, kwargs):
-        """Before an optimizer step: the sampled weights, to measure its update."""
+        """Before an optimizer step: a stop (stopper.py raises here, before the update),
+        the sampled weights, to measure its update."""
+        if self.stopper is not None:
+            self.stopper.before_step(opt)
         if self.updates is not None and self.active and self.registry.updates_watched:
             try:
                 if self.observing:
@@ -35,7 +40,9 @@ class OptimizerHooks:
                 if not self.grads_off and self.observing:
                     # The pacing optimizer's step ends the step right here: its gradients
                     # can be normed with everything else, in the step end's one call.
-                    batch = optim.grad_norms(opt, self.registry.owners, raw=paces)
+                    pre, self.prenormed = self.prenormed, None
+                    batch = pre[1] if pre is not None and pre[0] is opt else \
+                        optim.grad_norms(opt, self.registry.owners, raw=paces)
                     if batch is not None:
                         self.grads.append(batch)
             except Exception as e:  # noqa: BLE001 - a monitor fault must not end the run
@@ -54,6 +61,8 @@ class OptimizerHooks:
             self.paced = True
             if not self.clock.optim.framework_paced:
                 self._end_step()
+        if self.stopper is not None:
+            self.stopper.after_skip(opt)
 
     def _paces(self, opt) -> bool:
         """Count a step of `opt`; True when its steps end the steps (optimizers.py)."""

@@ -19,7 +19,9 @@ _Loss = nn.modules.loss._Loss
 class OutermostHooks:
     """What the outermost call of each forward brings: a root to name, the input, a step."""
 
-    def _outermost_return(self, module, output, kwargs) -> None:
+    def _outermost_return(self, module, args, output, kwargs) -> None:
+        if self.evidence is not None:       # (a capture may need the step's inputs)
+            self.evidence.saw_forward(module, args, kwargs)
         if self._input_in_kwargs:
             # model(**batch), as Hugging Face's Trainer calls it: the input is the first
             # floating-point tensor passed by keyword (pixel_values, inputs_embeds, ...)

@@ -23,7 +23,6 @@ import torch.nn.functional as F
 from .caller_warnings import warning_from_caller
 
 ROWS = 64           # rows of the output (and the target) reduced per read step
-
 CLASS_LOSSES = ("cross_entropy", "nll_loss")            # class dimension 1, class-index targets
 BCE_LOSSES = ("binary_cross_entropy", "binary_cross_entropy_with_logits")
 REGRESSION_LOSSES = ("mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss")
@@ -33,9 +32,8 @@ LOSSES = CLASS_LOSSES + BCE_LOSSES + REGRESSION_LOSSES
 # loss (names less their trailing version digits); and the activations told apart.
 _PASS_THROUGH = frozenset((
     "ViewBackward", "UnsafeViewBackward", "ReshapeAliasBackward", "SqueezeBackward",
-    "UnsqueezeBackward", "CloneBackward", "ToCopyBackward", "PermuteBackward",
-    "TransposeBackward", "TBackward", "ExpandBackward", "SelectBackward", "SliceBackward",
-    "AliasBackward"))
+    "UnsqueezeBackward", "CloneBackward", "ToCopyBackward", "PermuteBackward", "TBackward",
+    "TransposeBackward", "ExpandBackward", "SelectBackward", "SliceBackward", "AliasBackward"))
 _ACTIVATIONS = {"SigmoidBackward": "sigmoid", "SoftmaxBackward": "softmax",
                 "LogSoftmaxBackward": "log_softmax", "TanhBackward": "tanh",
                 "ReluBackward": "relu"}
@@ -82,7 +80,7 @@ class LossCalls:
         self.call: LossCall | None = None
         self._output = None         # the model's output of the step's last forward, if read
         self.bare = None            # callable: is the model made of bare tensors (no module)?
-        self._saved = None
+        self._saved, self.evidence = None, None     # (evidence: a capture's, or None)
 
     def install(self) -> None:
         self._saved = [(name, getattr(F, name)) for name in LOSSES if hasattr(F, name)]
@@ -128,6 +126,8 @@ class LossCalls:
     def _wrap(self, name: str, original):
         @functools.wraps(original)
         def loss(*args, **kwargs):
+            if self.evidence is not None:   # (a capture's targets)
+                self.evidence.saw_loss(args, kwargs)
             if self.active and self.call is None and self._hooks.observing \
                     and not _is_compiling():
                 try:

@@ -53,7 +53,10 @@ class Session:
     a `finally`, so a crash or an interrupt still closes the trace."""
 
     def __init__(self, trace: str, thresholds: Thresholds, *, script: str, argv: list,
-                 model=None, quiet: bool = False, every: int = 1, signals=None):
+                 model=None, quiet: bool = False, every: int = 1, signals=None,
+                 stop_on=(), capture: str | None = None, stop_mode: str = "raise"):
+        """stop_on: states that stop training (stopper.py); capture: the folder of the
+        capture of the first counted failure, or None; stop_mode: "raise" or "skip"."""
         self.rank, self.world_size = dist_rank()
         self.path = trace_path_for(trace)
         self.thresholds = thresholds
@@ -71,6 +74,9 @@ class Session:
         self._model, self._every, self._signals = model, every, signals
         self._watch = None
         self._finished = False
+        self.stop_on, self.capture, self._stop_mode = tuple(stop_on), capture, stop_mode
+        self.stopper = None
+        self.on_stop = None         # callable, called once when training is stopped
 
     def warn(self, msg: str) -> None:
         # Warnings go to stderr on every rank: they concern that rank's own trace.
@@ -98,6 +104,12 @@ class Session:
             self.monitor = Monitor(self.thresholds, self._emit, model=self._model, warn=self.warn,
                                    every=self._every, signals=self._signals)
             self.monitor.install(existing_optimizers)
+            if self.stop_on or self.capture is not None:
+                from .stopper import Stopper
+
+                self.stopper = Stopper(self, self.monitor, self.stop_on, self.capture,
+                                       self._stop_mode)
+                self.stopper.install()
         except Exception as e:  # noqa: BLE001 - the script's own import must not fail for it
             if self.monitor is not None:
                 try:
@@ -108,6 +120,11 @@ class Session:
             msg = f"monitoring switched off: {type(e).__name__}: {e}"
             self.warn(msg)
             self._emit({"event": "warning", "step": 0, "layer": None, "message": msg})
+
+    @property
+    def stopped(self):
+        """The TrainingStopped of a stop (stopper.py), or None."""
+        return self.stopper.stopped if self.stopper is not None else None
 
     @property
     def steps(self) -> int:
@@ -128,7 +145,9 @@ class Session:
     def finish(self, status: str, exit_code: int, error: str | None = None,
                fail_on=()) -> int:
         """Close the trace; returns the exit status: the script's own, or 3 when the script
-        succeeded but a `fail_on` state was detected."""
+        succeeded but a `fail_on` state was detected, or when training was stopped (whatever
+        happened after: the script re-raised or swallowed the exception, exited, or was
+        ended by a signal, as torchrun ends every rank once one has stopped)."""
         if self._finished:
             return self.exit_code
         self._finished = True
@@ -138,12 +157,19 @@ class Session:
                 self._watch.remove()
             if self.monitor is not None:
                 self.monitor.close(completed=status == "completed")
-            if exit_code == 0 and self.failures(fail_on):
+            if self.stopper is not None:
+                self.stopper.remove()
+                self.stopper.at_end()
+            if self.stopped is not None:    # (a SIGTERM too: torchrun ends the other ranks)
+                status, error, self.exit_code = "stopped", None, 3
+            elif exit_code == 0 and self.failures(fail_on):
                 self.exit_code = 3
         finally:
+            stop = self.stopped if status == "stopped" else None
             self.writer.write({"event": "run_end", "status": status, "steps": self.steps,
                                "exit_code": self.exit_code, "error": error,
                                "failures": self.ledger.total(self.steps, True),
-                               "blips": self.blips(), "time": _now()})
+                               "blips": self.blips(), "time": _now(),
+                               **({"stop": stop.to_dict()} if stop is not None else {})})
             self.writer.close()
         return self.exit_code

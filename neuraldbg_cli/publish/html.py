@@ -12,6 +12,8 @@ element), and report.js inserts it with textContent. A Content-Security-Policy t
 only this page's own script (by hash) and no network backs that up (page.py). Torch-free."""
 from __future__ import annotations
 
+import os
+
 from .. import __version__, states
 from ..errors import InputError
 from ..explain import report as text_report
@@ -45,11 +47,11 @@ def write_report(traces: list[str], output: str) -> None:
             next(events, None)
         finally:
             events.close()
-    page = render(build(traces))
+    page = render(build(traces, output))
     write(output, page)
 
 
-def build(paths: list[str]) -> dict:
+def build(paths: list[str], output: str | None = None) -> dict:
     """The document report.js draws (format 1). Every string in it that came from a trace has
     been through `inert`; numbers are JSON numbers, or "nan"/"inf"/"-inf" as in the trace.
 
@@ -66,7 +68,8 @@ def build(paths: list[str]) -> dict:
     [[start, end (exclusive), signal, state, {stats}]], folded {signal: count}, curve: null
     or {steps: index into step_sets, stats: {name: [value or null per step]}}}]};
     curve_order: indices into layers, the order of the curve cards; loss: the index of the
-    (loss) layer when it has a curve, else null; step_sets: the curves' step lists."""
+    (loss) layer when it has a curve, else null; step_sets: the curves' step lists;
+    stop_lines: [{text, href}], the captures (href: the file) and the stops (href null)."""
     traces = [open_trace(p) for p in paths]
     curves = [Curves() for _ in paths]
     for trace, sink in zip(traces, curves):
@@ -103,7 +106,20 @@ def build(paths: list[str]) -> dict:
         "loss": index[LOSS_LAYER] if LOSS_LAYER in index and _has_curve(layers[index[LOSS_LAYER]])
         else None,
         "step_sets": step_sets,
+        "stop_lines": [{"text": line.plain, "href": _href(r, paths[n], output)
+                      if line.plain.startswith("Evidence") else None}
+                     for n, r in enumerate(runs) for line in text_report.evidence_lines([r])],
     }
+
+
+def _href(run, trace: str, output: str | None) -> str:
+    """The link to a capture's file. The run wrote its path relative to the run's folder,
+    taken to be the trace's; the link is relative to the report `output` (or, without it,
+    to the trace's folder). Never a URL scheme of the trace's choosing: `./` or `file://`."""
+    path = os.path.normpath(os.path.join(os.path.dirname(trace), run.capture["path"]))
+    if output is not None:
+        path = os.path.relpath(os.path.abspath(path), os.path.dirname(os.path.abspath(output)))
+    return inert(("file://" if os.path.isabs(path) else "./") + path)
 
 
 # ---- layers: timeline lanes and curves -----------------------------------------------------------

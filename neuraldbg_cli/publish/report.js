@@ -187,6 +187,15 @@
   function header(main) {
     add(main, el("h1", null, "neuraldbg report"));
     add(main, el("p", "run-line", doc.run_line));
+    (doc.stop_lines || []).forEach(function (ev) {   // --stop-on and --capture: the file, linked
+      var p = el("p", "evidence", ev.href ? null : ev.text);
+      if (ev.href) {
+        var a = el("a", null, ev.text);
+        a.href = encodeURI(ev.href);
+        add(p, a);
+      }
+      add(main, p);
+    });
     if (doc.multi) {
       var ranks = el("p", "muted");
       add(ranks, doc.runs.map(function (r) { return "rank " + r.rank + ": " + r.path; }).join(" \u00b7 "));
