@@ -188,25 +188,3 @@ def test_dead_units_of_a_wide_half_precision_layer_are_counted_exactly():
     acc = Accumulator(RELU)
     acc.add_output(y)
     assert run([acc])[("units", 0)] == 1
-
-
-def test_large_conv_maps_are_read_for_dead_units_on_a_sample_of_rows():
-    """A channel with far more values than a maximum needs (N x H x W > 2 x UNIT_SAMPLE) is
-    read on a strided sample of rows: every UNIT_SAMPLE-th value of a channel, no fewer. A
-    channel active only in rows left out counts as inactive (what the sample loses); the
-    norm, and with it NaN, is of every value."""
-    from neuraldbg_cli.observe.accumulator import UNIT_SAMPLE, unit_rows
-
-    y = torch.relu(torch.randn(64, 8, 32, 32))      # 65536 values a channel: 8 rows of 64 kept
-    kept = unit_rows(y, (0, 2, 3))
-    assert kept.shape[0] * 32 * 32 >= UNIT_SAMPLE and kept.shape[0] == 8
-    y[:, 3] = 0
-    y[:, 5] = 0
-    y[1, 5, 0, 0] = 1.0                             # active only in row 1: not in the sample
-    y[0, 6] = float("nan")                          # row 0 is sampled; the NaN of a left-out
-    acc = Accumulator(RELU, channel_first=True)     # row would show in the norm just the same
-    acc.add_output(y.clone())
-    out = run([acc])
-    assert out[("units", 0)] == 2 and math.isnan(out[("norm", 0)])
-    assert unit_rows(torch.zeros(64, 256), 0).shape == (64, 256)    # features: never sampled
-    assert unit_rows(torch.zeros(16, 64, 512), (0, 1)).shape == (16, 64, 512)

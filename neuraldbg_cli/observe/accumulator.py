@@ -47,22 +47,6 @@ def unit_dims(t: torch.Tensor, channel_first: bool) -> int | tuple | None:
     return tuple(range(nd - 1))
 
 
-UNIT_SAMPLE = 8192      # values per unit: beyond twice this, unit maxima read a sample of rows
-
-
-def unit_rows(t: torch.Tensor, dims) -> torch.Tensor:
-    """`t`, or a strided sample of its rows (the batch dimension) where each unit has far more
-    values than a maximum needs: a conv map's channel (N x H x W values) is seen in at least
-    UNIT_SAMPLE of them. A view, no copy; a (batch, features) layer's units (one value a
-    row) are never sampled. The cost: a unit active only in rows left out, for a whole step,
-    counts as inactive (the norm, and with it NaN and Inf, is always of every value)."""
-    if dims == 0 or t.shape[0] < 2:
-        return t
-    units = t.shape[-1] if 1 in dims else t.shape[1]
-    stride = t.numel() // (UNIT_SAMPLE * units)     # (at least UNIT_SAMPLE values kept a unit)
-    return t[::stride] if stride > 1 else t
-
-
 def first_tensor(value):
     """The first floating-point tensor in a module output (tensor, tuple, list, dict or a
     dataclass-like object with tensor attributes), or None."""
@@ -159,14 +143,14 @@ class Accumulator:
             self.per_unit = (self.per_unit if same else 0) + n // s.numel()
             self.norms.append(q.sum().sqrt())
         else:
-            self.units = combine_max(self.units, unit_rows(y, dims).amax(dims))
+            self.units = combine_max(self.units, y.amax(dims))
             self.norms.append(norm32(y))
         return True
 
     def add_input(self, x: torch.Tensor) -> None:
         dims = unit_dims(x, self.channel_first)
         if dims is not None:
-            self.inputs = combine_max(self.inputs, abs_max(unit_rows(x.detach(), dims), dims))
+            self.inputs = combine_max(self.inputs, abs_max(x.detach(), dims))
 
 
 def combine_max(prev, new):
