@@ -6,20 +6,26 @@ import gc
 import time
 from dataclasses import dataclass
 
+import torch
 from workloads import Step, Workload
 
 
-def timed_loop(step: Step, first: int, steps: int) -> tuple[float, list]:
-    """(seconds for steps first..first+steps-1, the seconds of each step)."""
+def timed_loop(step: Step, first: int, steps: int, sync=lambda: None) -> tuple[float, list]:
+    """(seconds for steps first..first+steps-1, the seconds of each step). `sync` waits for
+    the device before the loop and after it (on a GPU the per-step times are the host's)."""
     clock = time.perf_counter
     per_step = []
+    sync()
     t0 = prev = clock()
     for i in range(first, first + steps):
         step(i)
         now = clock()
         per_step.append(now - prev)
         prev = now
-    return prev - t0, per_step
+    sync()
+    end = clock()
+    per_step[-1] += end - prev
+    return end - t0, per_step
 
 
 @dataclass(frozen=True)
@@ -59,15 +65,17 @@ def session(trace: str | None, monitoring: Monitoring = ALL):
 
 def timed_round(workload: Workload, steps: int, trace: str | None = None,
                 monitoring: Monitoring = ALL,
-                around=contextlib.nullcontext) -> tuple[float, list]:
+                around=contextlib.nullcontext, device: str = "cpu") -> tuple[float, list]:
     """timed_loop over `steps` steps of a fresh model, after `workload.warmup` untimed ones;
     monitored when `trace` is given. The session starts before the model is built, as under
     `neuraldbg run`, where the script builds it after the hooks are installed. `around()`
-    wraps the timed loop only (the profiler)."""
+    wraps the timed loop only (the profiler). `device`: where the model and its data are
+    made (torch's default device while it is built and trained)."""
     gc.collect()
-    with session(trace, monitoring):
+    sync = torch.cuda.synchronize if torch.device(device).type == "cuda" else (lambda: None)
+    with session(trace, monitoring), torch.device(device):
         step = workload.build()
         for i in range(workload.warmup):
             step(i)
         with around():
-            return timed_loop(step, workload.warmup, steps)
+            return timed_loop(step, workload.warmup, steps, sync)

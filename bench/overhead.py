@@ -13,7 +13,7 @@ Sections (see docs/benchmarks.md for the method and the targets):
            the engine of `neuraldbg run`, entered before the workload is built (as the CLI
            starts before the script runs). Only the training loop is timed: building the
            model and the warm-up steps are not. Reported: the median over rounds of
-           monitored/plain loop time.
+           monitored/plain loop time. `--device cuda` trains on a GPU (this section only).
   memory   Per workload, two fresh processes run the same training: `python bench/child.py
            ...` and `python -m neuraldbg_cli run ... bench/child.py ...` (the real CLI). Each
            reports its own peak RSS (VmHWM); the monitored one's trace is measured.
@@ -77,6 +77,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--detectors", default=None, metavar="SIGNALS",
                    help="comma list of the signals monitored (NeuralDbg(detectors=...), "
                         "`neuraldbg run --detectors`; default all)")
+    p.add_argument("--device", default="cpu",
+                   help="where the timing section trains (cpu, cuda, cuda:1; default cpu)")
     p.add_argument("--json", metavar="PATH", help="save all results as JSON")
     p.add_argument("--profile", metavar="WORKLOAD", help="cProfile one monitored workload and exit")
     p.add_argument("--profile-steps", type=int, default=None)
@@ -84,7 +86,7 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
-def run_sections(names, sections, sizes, quick, monitoring, tmp) -> dict:
+def run_sections(names, sections, sizes, quick, monitoring, tmp, device="cpu") -> dict:
     """Runs the chosen sections in order, with progress lines; their results by section."""
     from processes import run_compile, run_long, run_memory
     from timing import run_timing
@@ -96,7 +98,8 @@ def run_sections(names, sections, sizes, quick, monitoring, tmp) -> dict:
             w = WORKLOADS[name]
             print(f"timing {name} ({w.description}): {sizes.rounds} rounds x {w.steps(quick)} steps ...",
                   flush=True)
-            res["timing"][name] = t = run_timing(w, sizes.rounds, w.steps(quick), tmp, monitoring)
+            res["timing"][name] = t = run_timing(w, sizes.rounds, w.steps(quick), tmp, monitoring,
+                                                 device)
             print(f"  median ratio {t['median_ratio']:.3f}  ratios "
                   f"{' '.join(f'{r:.3f}' for r in t['ratios'])}", flush=True)
     if "memory" in sections:
@@ -146,9 +149,12 @@ def main(argv=None) -> int:
         res["every"] = args.every
     if args.detectors:
         res["detectors"] = args.detectors
+    if args.device != "cpu":
+        res["device"] = args.device     # (the timing section's; the other sections run on the CPU)
     print(f"machine: {res['machine']}", flush=True)
     with tempfile.TemporaryDirectory(prefix="neuraldbg-bench-") as tmp:
-        res.update(run_sections(names, sections, Sizes.of(args), args.quick, monitoring, tmp))
+        res.update(run_sections(names, sections, Sizes.of(args), args.quick, monitoring, tmp,
+                                args.device))
     res["machine"]["loadavg_end"] = loadavg()
     print(report(res))
     if args.json:

@@ -20,7 +20,8 @@ def report(res: dict) -> str:
              f"load average: start {m['loadavg_start']}, end {m.get('loadavg_end')}"
              f"{'  (quick run)' if res['quick'] else ''}"]
     if res.get("timing"):
-        lines += _timing(res["timing"], Monitoring(res.get("every", 1), res.get("detectors")))
+        lines += _timing(res["timing"], Monitoring(res.get("every", 1), res.get("detectors")),
+                         res.get("device", "cpu"))
     if res.get("memory"):
         lines += _memory(res["memory"])
     if res.get("long"):
@@ -30,8 +31,8 @@ def report(res: dict) -> str:
     return "\n".join(lines)
 
 
-def _timing(timing, monitoring) -> list:
-    lines = ["", f"training-loop time, monitored / plain ({monitoring.describe()})",
+def _timing(timing, monitoring, device="cpu") -> list:
+    lines = ["", f"training-loop time, monitored / plain ({monitoring.describe()}, on {device})",
              f"{'workload':12} {'rounds':>6} {'steps':>6} {'plain ms/step':>14} {'mon ms/step':>12} "
              f"{'+ms/step':>9} {'median':>7} {'min':>6} {'max':>6} {'target':>7}      {'step-med':>8}"]
     for name, t in timing.items():

@@ -9,12 +9,12 @@ from workloads import Workload
 
 
 def run_timing(workload: Workload, rounds: int, steps: int, tmp: str,
-               monitoring: Monitoring = ALL) -> dict:
+               monitoring: Monitoring = ALL, device: str = "cpu") -> dict:
     """Per-round ratios of monitored to plain loop time, and their median."""
     trace = os.path.join(tmp, f"timing-{workload.name}.jsonl")
 
     def one(monitored, n):
-        return timed_round(workload, n, trace if monitored else None, monitoring)
+        return timed_round(workload, n, trace if monitored else None, monitoring, device=device)
     for monitored in (False, True):     # discarded: first-touch, allocator, lazy imports
         one(monitored, max(1, steps // 4))
     plain, mon, step_ratios = [], [], []

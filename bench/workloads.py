@@ -167,15 +167,40 @@ def build_tiny(compile_model=False) -> Step:
     return _classifier(model, data, _sgd(model), compile_model)
 
 
+class StackBlock(nn.Module):
+    """Linear-LayerNorm-GELU: the shape of a transformer's MLP stack, many modest modules."""
+
+    def __init__(self, d):
+        super().__init__()
+        self.fc = nn.Linear(d, d)
+        self.ln = nn.LayerNorm(d)
+        self.act = nn.GELU()
+
+    def forward(self, x):
+        return self.act(self.ln(self.fc(x)))
+
+
+def build_stack(compile_model=False) -> Step:
+    """32 blocks of Linear(256, 256)-LayerNorm-GELU and a linear classifier, batch 64, AdamW:
+    about 100 modules of modest size, so per-layer work at the step end shows."""
+    torch.manual_seed(0)
+    model = nn.Sequential(*(StackBlock(256) for _ in range(32)), nn.Linear(256, 10))
+    data = _batches(4, lambda: (torch.randn(64, 256), torch.randint(0, 10, (64,))))
+    return _classifier(model, data, torch.optim.AdamW(model.parameters(), lr=1e-3), compile_model)
+
+
 WORKLOADS = {w.name: w for w in (
     Workload("mlp", build_mlp, "ReLU MLP 784-1024-1024-512-10, batch 256",
              timed_steps=40, quick_timed_steps=10, warmup=3,
-             memory_steps=200, quick_memory_steps=40, ratio_target=1.10),
+             memory_steps=200, quick_memory_steps=40, ratio_target=1.05),
     Workload("cnn", build_cnn, "VGG-style CNN 6 conv+BN+ReLU, batch 64x3x32x32",
              timed_steps=15, quick_timed_steps=4, warmup=2,
-             memory_steps=60, quick_memory_steps=12, ratio_target=1.10),
+             memory_steps=60, quick_memory_steps=12, ratio_target=1.05),
     Workload("transformer", build_transformer, "GELU transformer LM 4x128d, 16x64 tokens",
              timed_steps=40, quick_timed_steps=10, warmup=3,
+             memory_steps=200, quick_memory_steps=40, ratio_target=1.05),
+    Workload("stack", build_stack, "32 x Linear(256)-LayerNorm-GELU, batch 64, AdamW",
+             timed_steps=60, quick_timed_steps=15, warmup=3,
              memory_steps=200, quick_memory_steps=40, ratio_target=1.10),
     # Per-call Python cost dominates a model this small, so its target is looser.
     Workload("tiny", build_tiny, "tiny ReLU MLP 32-64-64-10, batch 32",

@@ -180,6 +180,23 @@ def test_every_nth_step_observes_only_those_steps(tmp_path):
     assert [(e["layer"], e["step"]) for e in dbg.failures(("dead",))] == [("1", 9)]
 
 
+def test_every_nth_step_calls_modules_without_hooks_in_between(tmp_path):
+    """Between observed steps the module hooks are gone (torch's fast path): `--every N`
+    costs what it saves; the steps are still counted by the optimizer's hooks."""
+    from torch.nn.modules import module as nn_module
+
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 1))
+    x, y = torch.randn(16, 4), torch.randn(16, 1)
+    before = len(nn_module._global_forward_hooks)
+    hooked = []
+    with NeuralDbg(trace=str(tmp_path / "t.jsonl"), every=3) as dbg:
+        train(model, x, y, 9, before_step=lambda step: hooked.append(
+            len(nn_module._global_forward_hooks) > before))
+    assert hooked == [True, False, False] * 3 and dbg.steps == 9
+    assert len(nn_module._global_forward_hooks) == before
+
+
 def test_every_must_be_positive():
     with pytest.raises(ValueError):
         NeuralDbg(every=0)

@@ -96,6 +96,10 @@ class Hooks(OptimizerHooks, OutermostHooks):
         self._last_leaf = None
         self._last_block = None
         self._input_in_kwargs = False
+        installed = self._installed
+        if installed is not None and installed.modules_on == (not observing) \
+                and (observing or may_pause(self)):
+            installed.modules(observing)
 
     # ---- the hot path ----------------------------------------------------------------
     def _pre_hook(self, module, args):
@@ -222,3 +226,21 @@ class Hooks(OptimizerHooks, OutermostHooks):
             self.registry.skip(module)
         name = self.registry.name_of(rec)
         self._fault(f"monitoring of layer {name} switched off", error, name)
+
+
+def may_pause(hooks) -> bool:
+    """Whether the module hooks may go until the next observed step (`every` > 1): the steps
+    are paced by an optimizer (not by outermost forwards, which only these hooks see), and no
+    compiled model runs (dynamo guards on the global hooks: adding them back would
+    recompile)."""
+    clock = hooks.clock
+    if not hooks.active or (not clock.optimizers_created and clock.optim.primary is None):
+        return False
+    if hooks.registry.unnamed_seen:     # (layers seen inside compiled code)
+        return False
+    for ref in hooks.registry.roots.values():
+        root = ref()
+        if root is not None and (type(root).__name__ == "OptimizedModule"
+                                 or getattr(root, "_compiled_call_impl", None) is not None):
+            return False
+    return True

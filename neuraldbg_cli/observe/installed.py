@@ -19,9 +19,10 @@ class Installed:
 
     def __init__(self, pre_hook, hook, optimizer_stepping, optimizer_stepped, optimizer_created,
                  module_assigned):
+        self._pre_hook, self._hook = pre_hook, hook
+        self._module_handles = []           # the two module hooks: paused between observed steps
+        self.modules(True)
         self._handles = [
-            nn_module.register_module_forward_pre_hook(pre_hook),
-            nn_module.register_module_forward_hook(hook, with_kwargs=True, always_call=True),
             register_optimizer_step_pre_hook(optimizer_stepping),
             register_optimizer_step_post_hook(optimizer_stepped),
             nn_module.register_module_module_registration_hook(module_assigned),
@@ -39,13 +40,34 @@ class Installed:
         warnings.filterwarnings("ignore", message=_COMPILE_HOOK_WARNING, category=UserWarning)
         self._warning_filter = warnings.filters[0]
 
+    @property
+    def modules_on(self) -> bool:
+        return bool(self._module_handles)
+
+    def modules(self, on: bool) -> None:
+        """Install or remove the module-call hooks (a dict entry each way: microseconds).
+        Removed, torch calls modules on its fast path, as if neuraldbg were not there."""
+        if on and not self._module_handles:
+            self._module_handles = [
+                nn_module.register_module_forward_pre_hook(self._pre_hook),
+                nn_module.register_module_forward_hook(self._hook, with_kwargs=True,
+                                                       always_call=True)]
+        elif not on and self._module_handles:
+            _remove(self._module_handles)
+            self._module_handles = []
+
     def remove(self) -> None:
-        for h in self._handles:
-            h.remove()
-            # (torch's handle forgets the with_kwargs flag of a global forward hook)
-            getattr(nn_module, "_global_forward_hooks_with_kwargs", {}).pop(h.id, None)
+        self.modules(False)
+        _remove(self._handles)
         self._handles = []
         Optimizer.__init__ = self._orig_opt_init
         if self._warning_filter in warnings.filters:
             warnings.filters.remove(self._warning_filter)
             getattr(warnings, "_filters_mutated", lambda: None)()   # drop cached verdicts
+
+
+def _remove(handles: list) -> None:
+    for h in handles:
+        h.remove()
+        # (torch's handle forgets the with_kwargs flag of a global forward hook)
+        getattr(nn_module, "_global_forward_hooks_with_kwargs", {}).pop(h.id, None)
