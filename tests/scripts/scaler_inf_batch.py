@@ -1,7 +1,9 @@
 """A batch holding an inf under float16 autocast and a GradScaler: every step's gradients
 overflow, so the scaler skips every optimizer step (its pre-step never runs). Prints the
 steps taken and whether the weights stayed finite, from a finally block."""
-import torch, torch.nn as nn
+import torch
+import torch.nn as nn
+
 torch.manual_seed(0)
 model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 1))
 opt = torch.optim.SGD(model.parameters(), lr=0.01)
