@@ -217,3 +217,24 @@ def observed(tmp_path, model, training) -> list:
     with NeuralDbg(model, trace=str(trace)):
         training()
     return trace_events(trace)
+
+
+@pytest.fixture(scope="module")
+def traced(tmp_path_factory):
+    """run(name, *args) -> (events, analysis) of `sample_scripts/{name}.py args` under
+    `neuraldbg run --fail-on none`, which must complete; each run once per test module."""
+    from neuraldbg_cli.explain.analysis import analyze
+    from neuraldbg_cli.trace import read_trace
+
+    cache = {}
+
+    def run(name, *args):
+        if (name, args) not in cache:
+            tmp = tmp_path_factory.mktemp(name)
+            proc, events = run_neuraldbg(tmp, SAMPLES / f"{name}.py", *args,
+                                         options=("--fail-on", "none"))
+            assert proc.returncode == 0, proc.stderr[-3000:]
+            assert run_end(events)["status"] == "completed"
+            cache[(name, args)] = events, analyze([read_trace(str(tmp / "trace.jsonl"))])
+        return cache[(name, args)]
+    return run

@@ -7,16 +7,11 @@ import pytest
 
 from conftest import (
     MAX_CHANGES,
-    SAMPLES,
     describe,
     failures,
     most_changes,
-    run_end,
-    run_neuraldbg,
     transitions,
 )
-from neuraldbg_cli.explain.analysis import analyze
-from neuraldbg_cli.trace import read_trace
 
 pytestmark = pytest.mark.e2e
 
@@ -47,22 +42,6 @@ CASES = {
                              "expects log-probabilities"),
     "unscaled_pixels": (("1", "activation", "saturated"), "input_data", "not standardised"),
 }
-
-
-@pytest.fixture(scope="module")
-def traced(tmp_path_factory):
-    cache = {}
-
-    def run(name, *args):
-        if (name, args) not in cache:
-            tmp = tmp_path_factory.mktemp(name)
-            proc, events = run_neuraldbg(tmp, SAMPLES / f"{name}.py", *args,
-                                         options=("--fail-on", "none"))
-            assert proc.returncode == 0, proc.stderr[-3000:]
-            assert run_end(events)["status"] == "completed"
-            cache[(name, args)] = events, analyze([read_trace(str(tmp / "trace.jsonl"))])
-        return cache[(name, args)]
-    return run
 
 
 @pytest.mark.parametrize("name", CASES)

@@ -10,7 +10,6 @@ from torch import nn
 
 from conftest import (
     MAX_CHANGES,
-    SAMPLES,
     describe,
     failures,
     most_changes,
@@ -18,11 +17,9 @@ from conftest import (
     run_neuraldbg,
     transitions,
 )
-from neuraldbg_cli.explain.analysis import analyze
 from neuraldbg_cli.observe.detectors.base import Observation
 from neuraldbg_cli.observe.detectors.scaler import ScalerDetector
 from neuraldbg_cli.thresholds import Thresholds
-from neuraldbg_cli.trace import read_trace
 
 # name: (the transition it must show: layer, signal, state), what the top hypothesis must quote
 CASES = {
@@ -30,21 +27,6 @@ CASES = {
     "scaler_skipping": (("(scaler)", "scaler", "collapsed"), "overflowed first in 2"),
     "bf16_log": (("(loss)", "loss", "nonfinite"), "a bfloat16 sigmoid"),
 }
-
-
-@pytest.fixture(scope="module")
-def traced(tmp_path_factory):
-    cache = {}
-
-    def run(name, *args):
-        if (name, args) not in cache:
-            tmp = tmp_path_factory.mktemp(name)
-            proc, events = run_neuraldbg(tmp, SAMPLES / f"{name}.py", *args,
-                                         options=("--fail-on", "none"))
-            assert proc.returncode == 0, proc.stderr[-3000:]
-            cache[(name, args)] = events, analyze([read_trace(str(tmp / "trace.jsonl"))])
-        return cache[(name, args)]
-    return run
 
 
 @pytest.mark.e2e
