@@ -31,14 +31,18 @@ def timed_loop(step: Step, first: int, steps: int, sync=lambda: None) -> tuple[f
 @dataclass(frozen=True)
 class Monitoring:
     """How the monitored side is monitored: one step in `every`, the `detectors` named (a
-    comma list of signals; None: all), as `NeuralDbg(every=, detectors=)` and `neuraldbg run
-    --every --detectors` take them."""
+    comma list of signals; None: all), stopping on the states `stop_on` (None: no stop), as
+    `NeuralDbg(every=, detectors=, stop_on=)` and `neuraldbg run --every --detectors
+    --stop-on` take them."""
     every: int = 1
     detectors: str | None = None
+    stop_on: str | None = None
 
     def kwargs(self) -> dict:
         """NeuralDbg's keyword arguments (the defaults left out: an older version takes them)."""
         out = {"every": self.every} if self.every != 1 else {}
+        if self.stop_on:
+            out["stop_on"] = self.stop_on
         return {**out, "detectors": self.detectors} if self.detectors else out
 
     def cli(self) -> list:
@@ -47,6 +51,7 @@ class Monitoring:
 
     def describe(self) -> str:
         which = "every step monitored" if self.every == 1 else f"1 step in {self.every} monitored"
+        which += f", stopping on {self.stop_on}" if self.stop_on else ""
         return f"{which}, detectors {self.detectors}" if self.detectors else which
 
 

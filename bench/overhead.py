@@ -74,6 +74,9 @@ def parser() -> argparse.ArgumentParser:
                    help="torch.set_num_threads here and in the children (default: torch's own)")
     p.add_argument("--every", type=int, default=1, metavar="N",
                    help="monitor 1 step in N (NeuralDbg(every=N), `neuraldbg run --every N`; default 1)")
+    p.add_argument("--stop-on", default=None, metavar="STATES",
+                   help="stop on these states (NeuralDbg(stop_on=...), `neuraldbg run "
+                        "--stop-on`; default no stop)")
     p.add_argument("--detectors", default=None, metavar="SIGNALS",
                    help="comma list of the signals monitored (NeuralDbg(detectors=...), "
                         "`neuraldbg run --detectors`; default all)")
@@ -126,7 +129,7 @@ def main(argv=None) -> int:
     args = p.parse_args(argv)
     if args.every < 1:
         p.error(f"--every must be a positive integer, got {args.every}")
-    monitoring = Monitoring(args.every, args.detectors)
+    monitoring = Monitoring(args.every, args.detectors, args.stop_on)
     if args.threads:
         torch.set_num_threads(args.threads)
         os.environ["BENCH_THREADS"] = str(args.threads)      # the children read it
@@ -149,6 +152,8 @@ def main(argv=None) -> int:
         res["every"] = args.every
     if args.detectors:
         res["detectors"] = args.detectors
+    if args.stop_on:
+        res["stop_on"] = args.stop_on
     if args.device != "cpu":
         res["device"] = args.device     # (the timing section's; the other sections run on the CPU)
     print(f"machine: {res['machine']}", flush=True)
