@@ -56,9 +56,9 @@ class ScalerDetector(Detector):
             return "collapsed", {"urgent": True, **_top(h)}
         if h.since < h.recent.maxlen or not skipped:     # (the calibration's wake too)
             return "normal", {}
-        recent = [*h.recent, (scale, skipped)]
+        recent = [*h.recent, (scale, skipped)][-h.recent.maxlen:]     # (the last `window`)
         skips = sum(1 for _, s in recent if s)
-        # most of a full window skipped, and the scale no higher than where the window began
+        # most of the window skipped, and the scale no higher than where the window began
         if skips >= th.skip_share * len(recent) and scale <= recent[0][0]:
             return "skipping", {"skipped_steps": skips, "window": len(recent), **_top(h)}
         return "normal", {}
