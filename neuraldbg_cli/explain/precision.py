@@ -84,8 +84,8 @@ def float16_overflow(ep, ctx):
     lines = [f"{layer} computes in float16; its output rms climbed from {first[1]:.3g} "
              f"(step {first[0]}) to {peak[1]:.4g} (step {peak[0]}): its largest values near "
              f"float16's largest, {FLOAT16_MAX:.0f}, where they become inf",
-             "float32 and bfloat16 hold values up to 3.4e38: the same step would not "
-             "overflow there"]
+             "float32 and bfloat16 hold values up to 3.4e38: there these values would "
+             "not have overflowed"]
     if len(climbs) > 1:
         lines.append("also climbing in float16: " + ", ".join(c[1] for c in climbs[1:4]))
     return Finding("precision", 0.85, f"{layer}'s float16 output climbed toward 65504 and "
