@@ -16,17 +16,21 @@ import torch
 
 from .optimizers import local_shard
 
-_Scaler = torch.amp.GradScaler
+
+def _scaler_class():
+    """torch.amp.GradScaler (torch 2.3 and later); before it, torch.cuda.amp's."""
+    return getattr(torch.amp, "GradScaler", None) or torch.cuda.amp.GradScaler
 
 
 class ScalerWatch:
     def __init__(self, hooks, registry, fault):
         self.hooks, self.registry, self.fault = hooks, registry, fault
         self.facts: dict | None = None      # this step's {"scale", "skipped", "overflow"}
-        self._original = None
+        self._original = self._cls = None
 
     def install(self) -> None:
-        original, watch = _Scaler.step, self
+        cls = self._cls = _scaler_class()
+        original, watch = cls.step, self
 
         @functools.wraps(original)
         def step(scaler, optimizer, *args, **kwargs):
@@ -38,11 +42,11 @@ class ScalerWatch:
                 watch._skipped(optimizer)
             return out
 
-        _Scaler.step, self._original = step, original
+        cls.step, self._original = step, original
 
     def remove(self) -> None:
         if self._original is not None:
-            _Scaler.step, self._original = self._original, None
+            self._cls.step, self._original = self._original, None
 
     def take(self, pacer=None) -> dict | None:
         """The step's facts, handed over to the step end. With an optimizer that applies the
