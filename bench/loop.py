@@ -75,11 +75,16 @@ def timed_round(workload: Workload, steps: int, trace: str | None = None,
     monitored when `trace` is given. The session starts before the model is built, as under
     `neuraldbg run`, where the script builds it after the hooks are installed. `around()`
     wraps the timed loop only (the profiler). `device`: where the model and its data are
-    made (torch's default device while it is built and trained)."""
+    made (torch's default device while it is built)."""
     gc.collect()
     sync = torch.cuda.synchronize if torch.device(device).type == "cuda" else (lambda: None)
-    with session(trace, monitoring), torch.device(device):
-        step = workload.build()
+    with session(trace, monitoring):
+        # Built under torch.device(device), trained outside it: the context is a torch
+        # function mode, a Python call added to every torch call, which real training loops
+        # (a model moved with .to(device)) do not pay, and which made the monitor's own torch
+        # calls look dearer than they are.
+        with torch.device(device):
+            step = workload.build()
         for i in range(workload.warmup):
             step(i)
         with around():

@@ -319,3 +319,26 @@ def test_a_dead_relu_outside_the_block_or_recovered_does_not_explain_it(tmp_path
     block = next(h for h in hyps if h.layer == "blocks.1")
     assert block.origin is None and block.cause == "architecture", (block.summary, block.origin)
     assert any("adds 0 x its input" in line for line in block.evidence), block.evidence
+
+
+def test_a_chain_of_blocks_takes_each_stream_norm_once_and_gets_the_same_numbers():
+    """The stream entering a block is the one the block before left: its norm is taken
+    once, and each block's three sums of squares are still those of its own tensors; not
+    where the stream was changed in place in between."""
+    from neuraldbg_cli.observe.residual import Block
+
+    torch.manual_seed(0)
+    x0 = torch.randn(4, 8)
+    x1 = x0 + torch.randn(4, 8)
+    x2 = x1 + 2 * torch.randn(4, 8)
+    a, b = Block(nn.Identity(), [], 3, 2.0), Block(nn.Identity(), [], 3, 2.0)
+    a.add(x0, x1, None)
+    b.add(x1, x2, (a, x1))
+    for block, (x, y) in ((a, (x0, x1)), (b, (x1, x2))):
+        got = [float(v) for v in block.take()[0]]
+        want = [float((y - x).norm()) ** 2, float(x.norm()) ** 2, float(y.norm()) ** 2]
+        assert got == pytest.approx(want, rel=1e-5)
+    a.add(x0, x1, None)
+    x1.mul_(3)                  # changed in place after block a saw it
+    b.add(x1, x2, (a, x1))
+    assert float(b.take()[0][1]) == pytest.approx(float(x1.norm()) ** 2, rel=1e-5)

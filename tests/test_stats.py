@@ -47,6 +47,36 @@ def test_relu_dead_units_features_and_channels():
     assert v[("norm", 0)] == pytest.approx(float(y.norm()), rel=1e-5)
 
 
+def test_conv_maps_are_read_in_one_pass_with_the_same_numbers():
+    """A ReLU conv map's dead channels and norm, and a conv input's dead channels, come from
+    per-channel norms (one pass): the same numbers as the per-channel max and the norm, in
+    every layout; NaN is neither dead nor lost."""
+    torch.manual_seed(1)
+    for shape in ((16, 8, 12, 12), (16, 8, 40), (4, 8, 3, 5, 5)):
+        y = torch.relu(torch.randn(*shape))
+        y[:, 3] = 0
+        y[:, 5] = 1e-20          # tiny but alive: not dead
+        for layout in (y, y.contiguous(memory_format=torch.channels_last) if y.dim() == 4 else y):
+            acc = Accumulator(RELU, channel_first=True)
+            acc.add_output(layout)
+            v = run([acc])
+            assert v[("units", 0)] == dead_units_reference(y, 1) == 1
+            assert v[("norm", 0)] == pytest.approx(float(y.norm()), rel=1e-5)
+        x = torch.randn(*shape)
+        x[:, [0, 6]] = 0
+        conv = Accumulator(PARAM, channel_first=True)
+        conv.add_output(torch.randn(2, 2))
+        conv.add_input(x)
+        assert run([conv])[("inputs", 0)] == 2
+    y = torch.relu(torch.randn(16, 8, 12, 12))
+    y[:, 2] = 0
+    y[0, 4, 0, 0] = float("nan")
+    acc = Accumulator(RELU, channel_first=True)
+    acc.add_output(y)
+    v = run([acc])
+    assert math.isnan(v[("norm", 0)]) and v[("units", 0)] == 1
+
+
 def test_sequence_units_are_the_last_dim():
     y = torch.relu(torch.randn(2, 5, 8))
     y[..., :3] = 0

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import torch
 
-from .kinds import OTHER, SQUASH_KINDS, UNIT_KINDS
+from .kinds import OTHER, RELU, SQUASH_KINDS, UNIT_KINDS
 
 _F32 = torch.float32
 _Tensor = torch.Tensor
@@ -32,6 +32,19 @@ def abs_max(t: torch.Tensor, dim) -> torch.Tensor:
     included), from two max reductions, which run ~10x faster on the CPU than its kernel."""
     m = torch.maximum(t.amax(dim), t.amin(dim).neg())
     return m if m.dtype == _F32 else m.to(_F32)
+
+
+def channel_norms(t: torch.Tensor, dims) -> torch.Tensor | None:
+    """The L2 norm of each (sample, channel) row of a contiguous channel-first map (N, C,
+    ...), as float32, or None where `t` is not one (`dims`: its unit_dims). One pass along
+    the map's contiguous rows, where a reduction over (0, 2, 3) strides across it: ~2x
+    faster on the CPU than a norm and a per-channel max. A channel is all zero exactly
+    where its column of these is (NaN stays NaN; squares below ~1e-45 round to zero, so
+    values under ~1e-22 count as zero)."""
+    if type(dims) is not tuple or dims[0] != 0 or len(dims) != t.dim() - 1 or dims[-1] != t.dim() - 1 \
+            or not t.is_contiguous():
+        return None
+    return norm32(t.view(t.shape[0], t.shape[1], -1), 2, -1)
 
 
 def unit_dims(t: torch.Tensor, channel_first: bool) -> int | tuple | None:
@@ -99,11 +112,11 @@ class Accumulator:
         self.held = []         # (output, its version when seen): reduced at the step end
         self.norms = []        # 0-d norms of outputs reduced at once
         self.numel = 0
-        self.units = None      # per-unit max (ReLU/smooth kinds)
+        self.units = None      # per-unit max (ReLU/smooth kinds; a ReLU conv map: per-channel norm)
         self.usum = None       # per-unit sum (sigmoid/tanh)
         self.usq = None        # per-unit sum of squares (sigmoid/tanh)
         self.per_unit = 0      # values per unit behind usum/usq (restarts with usum)
-        self.inputs = None     # per-unit max |input| (Linear/conv)
+        self.inputs = None     # per-unit max |input|, or per-channel norm (Linear/conv)
 
     def reset(self):
         """For the next step; touches only what a step can have set (this runs for every
@@ -143,14 +156,27 @@ class Accumulator:
             self.per_unit = (self.per_unit if same else 0) + n // s.numel()
             self.norms.append(q.sum().sqrt())
         else:
-            self.units = combine_max(self.units, y.amax(dims))
-            self.norms.append(norm32(y))
+            # A ReLU's output is never negative: its unit is inactive exactly where all its
+            # values are zero, which a conv map's per-channel norms tell in the same pass as
+            # the norm (a smooth kind's tail needs the maximum itself).
+            rows = channel_norms(y, dims) if self.kind == RELU else None
+            if rows is None:
+                self.units = combine_max(self.units, y.amax(dims))
+                self.norms.append(norm32(y))
+            else:
+                self.units = combine_max(self.units, norm32(rows, 2, 0))
+                self.norms.append(norm32(rows))
         return True
 
     def add_input(self, x: torch.Tensor) -> None:
+        """A layer's input: per unit, a magnitude that is zero exactly where the unit is
+        (max |x|, or a conv map's per-channel norm)."""
         dims = unit_dims(x, self.channel_first)
         if dims is not None:
-            self.inputs = combine_max(self.inputs, abs_max(x.detach(), dims))
+            x = x.detach()
+            rows = channel_norms(x, dims)
+            m = abs_max(x, dims) if rows is None else norm32(rows, 2, 0)
+            self.inputs = combine_max(self.inputs, m)
 
 
 def combine_max(prev, new):

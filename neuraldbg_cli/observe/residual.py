@@ -78,7 +78,7 @@ class Block:
     step end needs to judge and name it (it quacks as a layer record there)."""
 
     __slots__ = ("ref", "module_type", "kind", "site", "fallback_name", "watching", "total",
-                 "numel", "prev", "linked")
+                 "numel", "prev", "linked", "out_norm", "out_version")
 
     def __init__(self, module, detectors: list, debounce: int, growth: int):
         from .layers import Watch  # (layers.py imports this module)
@@ -94,6 +94,9 @@ class Block:
         self.numel = 0
         self.prev = None        # the block whose output is this one's input
         self.linked = False     # prev decided (at the first call after another block's)
+        self.out_norm = None    # ||out|| of its last call this step (0-d): the next block,
+        #                         fed by that output, takes it as its ||in||, without a pass
+        self.out_version = -1   # (unless it was changed in place since)
 
     def add(self, x, y, last) -> bool:
         """Account for one call; `last`: (block, output) of the block called before, or None.
@@ -102,13 +105,18 @@ class Block:
             self.linked = True
             if last is not None and last[1] is x and last[0] is not self:
                 self.prev = last[0]
+        # The stream's norm where it enters is the one it had where the block before left
+        # it (a transformer's blocks: one pass saved a block).
+        known = last[0].out_norm if last is not None and last[1] is x \
+            and last[0].out_version == x._version else None
         x, y = x.detach(), y.detach()
-        ts = [torch.sub(y, x), x, y]
-        if any(t.dtype == torch.float64 for t in ts):
+        ts = [torch.sub(y, x), y] if known is not None else [torch.sub(y, x), y, x]
+        if y.dtype == torch.float64 or x.dtype == torch.float64:
             norms = [n.float() for n in torch._foreach_norm(ts)]
         else:   # (half-precision sums of squares overflow)
             norms = torch._foreach_norm(ts, 2, dtype=_F32)
-        squares = torch.stack(norms).square_()
+        self.out_norm, self.out_version = norms[1], y._version
+        squares = torch.stack((norms[0], norms[2] if known is None else known, norms[1])).square_()
         first = self.total is None
         self.total = squares if first else self.total.add_(squares)
         self.numel += x.numel()
@@ -118,6 +126,7 @@ class Block:
         """(the three 0-d tensors to read, numel); empties it for the next step."""
         out = self.total.unbind(), self.numel
         self.total, self.numel = None, 0
+        self.out_norm = None
         return out
 
 
