@@ -1,0 +1,67 @@
+"""Dead channels of conv maps, read as per-channel norms in one pass (accumulator.py): a
+ReLU module's, and a functional ReLU's seen at the next conv's input, flagged at their
+layer from the step their channels died; the same nets left alone stay clean."""
+from __future__ import annotations
+
+import pytest
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from conftest import FAILURE_STATES, describe, observed, train, transitions
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+KILL_AT = 12        # the step at which the first conv's channels are pushed below zero
+
+
+class FunctionalNet(nn.Module):
+    """conv - F.relu - conv: the ReLU is seen only as the second conv's input."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv1 = nn.Conv2d(3, 8, 3, padding=1)
+        self.conv2 = nn.Conv2d(8, 8, 3, padding=1)
+        self.head = nn.Linear(8, 1)
+
+    def forward(self, x):
+        y = self.conv2(F.relu(self.conv1(x)))
+        return self.head(y.mean((2, 3)))
+
+
+def module_net():
+    return nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.ReLU(), nn.Conv2d(8, 8, 3, padding=1),
+                         nn.ReLU(), nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(8, 1))
+
+
+def run(tmp_path, model, first_conv, kill: bool) -> list:
+    torch.manual_seed(0)
+    x, y = torch.randn(16, 3, 16, 16), torch.randn(16, 1)   # maps of 16x8x16x16: reduced at once
+
+    def before_step(step):
+        if kill and step == KILL_AT:
+            with torch.no_grad():
+                first_conv.bias.fill_(-1e3)     # every channel negative: the ReLU outputs 0
+
+    return observed(tmp_path, model, lambda: train(model, x, y, 30, lr=0.01,
+                                                   before_step=before_step))
+
+
+@pytest.mark.parametrize("make, layer, observed_as", [
+    (module_net, "1", None), (FunctionalNet, "conv2", "input")])
+def test_dead_conv_channels_are_flagged_at_their_layer_and_step(tmp_path, make, layer,
+                                                                 observed_as):
+    torch.manual_seed(0)
+    model = make()
+    first = model[0] if isinstance(model, nn.Sequential) else model.conv1
+    events = run(tmp_path, model, first, kill=True)
+    dead = transitions(events, signal="activation", to="dead")
+    assert dead, describe(events)
+    assert dead[0]["layer"] == layer and dead[0]["step"] == KILL_AT, describe(events)
+    assert dead[0]["stats"].get("input_dead_ratio" if observed_as else "dead_ratio") == 1.0
+    torch.manual_seed(0)
+    model = make()
+    first = model[0] if isinstance(model, nn.Sequential) else model.conv1
+    (tmp_path / "clean").mkdir()
+    clean = run(tmp_path / "clean", model, first, kill=False)
+    assert not [t for t in transitions(clean) if t["to"] in FAILURE_STATES], describe(clean)
