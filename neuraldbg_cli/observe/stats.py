@@ -79,7 +79,7 @@ def collect(layers: list, smooth_tail: float, min_grads: dict, grads: list = (),
         inputs = acc.inputs
         if inputs is not None:
             i = len(vecs)
-            vecs.append(inputs)             # max |input| per unit: 0 if never active
+            vecs.append(inputs)             # |input| per unit (max, or norm): 0 if never active
             vec_sizes.append(inputs.numel())
         if acc.usum is not None:
             deriv = _mean_derivative(acc)
