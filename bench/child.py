@@ -3,12 +3,14 @@
 
     python bench/child.py train WORKLOAD --steps N [--rss-at 1000,10000]
     python bench/child.py compile WORKLOAD --steps N --warmup W
+    python bench/child.py count WORKLOAD --steps N --warmup W    (under callgrind: instructions.py)
 
 Run plain, or as the script of `neuraldbg run`; prints one line, MARK and a JSON object.
 """
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import logging
 import os
@@ -35,6 +37,17 @@ def train(name: str, steps: int, rss_at: set) -> dict:
             out["rss_mb_at"][i + 1] = vmrss_mb()
     out["loop_s"] = time.perf_counter() - t0
     return out
+
+
+def count(name: str, steps: int, warmup: int) -> dict:
+    """Trains `warmup` steps, then `steps` more inside one call of functools.reduce, the C
+    function that instructions.py tells callgrind to count in: the counted steps alone, not
+    the imports, the build or the warm-up (nothing else in a training step calls it)."""
+    step = WORKLOADS[name].build()
+    for i in range(warmup):
+        step(i)
+    functools.reduce(lambda _, i: step(i), range(warmup, warmup + steps), None)
+    return {}
 
 
 def compiled(name: str, steps: int, warmup: int) -> dict:
@@ -79,10 +92,11 @@ def _recompile_log() -> list:
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("kind", choices=("train", "compile"))
+    p.add_argument("kind", choices=("train", "compile", "count"))
     p.add_argument("workload", choices=list(WORKLOADS))
     p.add_argument("--steps", type=int, required=True)
-    p.add_argument("--warmup", type=int, default=0, help="compile: untimed steps after the first")
+    p.add_argument("--warmup", type=int, default=0,
+                   help="compile: untimed steps after the first; count: steps before those counted")
     p.add_argument("--rss-at", default="", help="train: comma list of steps to read VmRSS after")
     args = p.parse_args(argv)
     if os.environ.get("BENCH_THREADS"):
@@ -91,6 +105,9 @@ def main(argv=None) -> int:
     if args.kind == "train":
         rss_at = {int(s) for s in args.rss_at.split(",")} if args.rss_at else set()
         out.update(train(args.workload, args.steps, rss_at))
+    elif args.kind == "count":
+        out["rss_mb_at"] = {}
+        out.update(count(args.workload, args.steps, args.warmup))
     else:
         out["rss_mb_at"] = {}
         out.update(compiled(args.workload, args.steps, args.warmup))

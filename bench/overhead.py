@@ -20,9 +20,14 @@ Sections (see docs/benchmarks.md for the method and the targets):
   long     The tiny model for 10k steps (plain and under the CLI), VmRSS at step 1k and 10k.
   compile  The MLP under torch.compile (inductor, cold cache per process), plain and under
            the CLI: first-step (compile) time, steady step time, graph breaks, recompiles.
+  instructions  (only when named; needs valgrind) Per workload, machine instructions per
+           step after its warm-up (the tiny model: over the timing section's window; the
+           others: 2 steps), plain and under the CLI, counted by callgrind in two fresh
+           processes: unmoved by the machine's load, for comparing versions (instructions.py).
 
-Files: workloads.py (what is trained), loop.py (the timed loop), timing.py, processes.py and
-child.py (the sections), machine.py (probes), profiler.py (--profile), report.py (tables).
+Files: workloads.py (what is trained), loop.py (the timed loop), timing.py, processes.py,
+instructions.py and child.py (the sections), machine.py (probes), profiler.py (--profile),
+report.py (tables).
 """
 from __future__ import annotations
 
@@ -39,7 +44,8 @@ from machine import loadavg, machine
 from report import TARGETS, report
 from workloads import WORKLOADS
 
-SECTIONS = ("timing", "memory", "long", "compile")
+SECTIONS = ("timing", "memory", "long", "compile")     # (the default)
+OPTIONAL = ("instructions",)        # (run only when named: minutes per workload)
 
 
 @dataclass(frozen=True)
@@ -67,7 +73,9 @@ def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--quick", action="store_true", help="few rounds, fewer steps: a smoke check")
     p.add_argument("--workloads", default=",".join(WORKLOADS), help="comma list of " + ",".join(WORKLOADS))
-    p.add_argument("--sections", default=",".join(SECTIONS), help="comma list of " + ",".join(SECTIONS))
+    p.add_argument("--sections", default=",".join(SECTIONS),
+                   help="comma list of " + ",".join(SECTIONS + OPTIONAL) + " (default: all but "
+                        "instructions)")
     p.add_argument("--rounds", type=int, default=None, help="timing rounds (default 7, quick 3)")
     p.add_argument("--long-steps", type=int, default=None, help="tiny long run (default 10000, quick 3000)")
     p.add_argument("--threads", type=int, default=None,
@@ -116,12 +124,32 @@ def run_sections(names, sections, sizes, quick, monitoring, tmp, device="cpu") -
     if "long" in sections:
         print(f"long: tiny model {sizes.long_steps} steps, plain and monitored ...", flush=True)
         res["long"] = run_long(sizes.long_steps, tmp, monitoring)
+    if "instructions" in sections:
+        res["instructions"] = _instructions(names, quick, monitoring, tmp)
     if "compile" in sections:
         print(f"compile: mlp under torch.compile, {sizes.compile_reps} process(es) each plain and "
               "monitored ...", flush=True)
         res["compile"] = run_compile("mlp", sizes.compile_steps, sizes.compile_warmup,
                                      sizes.compile_reps, tmp, monitoring)
     return res
+
+
+def _instructions(names, quick, monitoring, tmp) -> dict:
+    from instructions import available, run_instructions
+
+    if not available():
+        print("instructions: valgrind not found, section skipped", flush=True)
+        return {}
+    out = {}
+    for name in names:
+        w = WORKLOADS[name]
+        steps = w.counted_steps(quick)
+        print(f"instructions {name}: callgrind, {steps} steps after {w.warmup}, plain and "
+              "monitored ...", flush=True)
+        out[name] = r = run_instructions(name, steps, w.warmup, tmp, monitoring)
+        print(f"  {r['plain_per_step']:,.0f} -> {r['monitored_per_step']:,.0f} a step, "
+              f"ratio {r['ratio']:.3f}", flush=True)
+    return out
 
 
 def main(argv=None) -> int:
@@ -145,7 +173,8 @@ def main(argv=None) -> int:
         return 0
     names = [w for w in args.workloads.split(",") if w]
     sections = [s for s in args.sections.split(",") if s]
-    for bad in [w for w in names if w not in WORKLOADS] + [s for s in sections if s not in SECTIONS]:
+    known = SECTIONS + OPTIONAL
+    for bad in [w for w in names if w not in WORKLOADS] + [s for s in sections if s not in known]:
         p.error(f"unknown workload or section: {bad}")
     res = {"machine": machine(), "quick": args.quick, "targets": TARGETS}
     if args.every != 1:

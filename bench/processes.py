@@ -19,8 +19,9 @@ CHILD = os.path.join(BENCH, "child.py")
 
 
 def spawn(kind, name, steps, monitored, tmp, tag, rss_at="", warmup=0, env_extra=None,
-          monitoring=ALL) -> dict:
-    """Runs child.py in a fresh process; its JSON line, plus its trace's figures if monitored."""
+          monitoring=ALL, prefix=()) -> dict:
+    """Runs child.py in a fresh process (after the command `prefix`: a tool that runs it);
+    its JSON line, plus its trace's figures if monitored."""
     cmd = [CHILD, kind, name, "--steps", str(steps), "--warmup", str(warmup)]
     if rss_at:
         cmd += ["--rss-at", rss_at]
@@ -30,6 +31,7 @@ def spawn(kind, name, steps, monitored, tmp, tag, rss_at="", warmup=0, env_extra
                trace, *cmd]
     else:
         cmd = [sys.executable, *cmd]
+    cmd = [*prefix, *cmd]
     env = dict(os.environ, **(env_extra or {}))
     env["PYTHONPATH"] = REPO + os.pathsep + env.get("PYTHONPATH", "")
     t0 = time.perf_counter()

@@ -28,6 +28,8 @@ def report(res: dict) -> str:
         lines += _long(res["long"])
     if res.get("compile"):
         lines += _compile(res["compile"])
+    if res.get("instructions"):
+        lines += _instructions(res["instructions"])
     return "\n".join(lines)
 
 
@@ -98,4 +100,14 @@ def _compile(comp) -> list:
     if t:
         lines.append(f"  monitored trace: {t['bytes']} B, {t['events']} events {t['by_event']}, "
                      f"steps {t['steps']}")
+    return lines
+
+
+def _instructions(counts) -> list:
+    lines = ["", "machine instructions per step (callgrind, one thread, after the warm-up; not time: "
+             "see instructions.py)",
+             f"{'workload':12} {'steps':>6} {'plain':>13} {'monitored':>13} {'added':>13} {'ratio':>7}"]
+    for name, r in counts.items():
+        p, m = r["plain_per_step"], r["monitored_per_step"]
+        lines.append(f"{name:12} {r['steps']:6d} {p:13,.0f} {m:13,.0f} {m - p:13,.0f} {r['ratio']:7.3f}")
     return lines

@@ -19,7 +19,9 @@ class Workload:
     step(i), one training step on batch i (cycled). timed_steps: steps per timing round;
     warmup: untimed steps before them (the monitor registers layers in its first step);
     memory_steps: steps of one memory process; each with a --quick size. ratio_target: the
-    bound on the median over rounds of monitored/plain loop time.
+    bound on the median over rounds of monitored/plain loop time. count_steps: the steps the
+    instructions section counts after the warm-up (callgrind runs a training step 1000x
+    slower: a few steps, but for a model whose step is mostly Python).
     """
 
     name: str
@@ -31,12 +33,17 @@ class Workload:
     memory_steps: int
     quick_memory_steps: int
     ratio_target: float
+    count_steps: int = 2
+    quick_count_steps: int = 1
 
     def steps(self, quick: bool) -> int:
         return self.quick_timed_steps if quick else self.timed_steps
 
     def child_steps(self, quick: bool) -> int:
         return self.quick_memory_steps if quick else self.memory_steps
+
+    def counted_steps(self, quick: bool) -> int:
+        return self.quick_count_steps if quick else self.count_steps
 
 
 def _batches(n, make):
@@ -205,5 +212,6 @@ WORKLOADS = {w.name: w for w in (
     # Per-call Python cost dominates a model this small, so its target is looser.
     Workload("tiny", build_tiny, "tiny ReLU MLP 32-64-64-10, batch 32",
              timed_steps=2000, quick_timed_steps=500, warmup=20,
-             memory_steps=2000, quick_memory_steps=500, ratio_target=1.5),
+             memory_steps=2000, quick_memory_steps=500, ratio_target=1.5,
+             count_steps=2000, quick_count_steps=500),
 )}
