@@ -105,12 +105,10 @@ def main(argv=None) -> int:
     if args.kind == "train":
         rss_at = {int(s) for s in args.rss_at.split(",")} if args.rss_at else set()
         out.update(train(args.workload, args.steps, rss_at))
-    elif args.kind == "count":
-        out["rss_mb_at"] = {}
-        out.update(count(args.workload, args.steps, args.warmup))
     else:
         out["rss_mb_at"] = {}
-        out.update(compiled(args.workload, args.steps, args.warmup))
+        run = count if args.kind == "count" else compiled
+        out.update(run(args.workload, args.steps, args.warmup))
     out["peak_rss_mb"] = peak_rss_mb()
     out["rss_mb_end"] = vmrss_mb()
     print(MARK + json.dumps(out), flush=True)
