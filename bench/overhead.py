@@ -24,9 +24,13 @@ Sections (see docs/benchmarks.md for the method and the targets):
            step after its warm-up (the tiny model: over the timing section's window; the
            others: 2 steps), plain and under the CLI, counted by callgrind in two fresh
            processes: unmoved by the machine's load, for comparing versions (instructions.py).
+  floor    (only when named) In this process, rounds of plain, bare and monitored training:
+           the bare observer reads every leaf output and every gradient once and judges
+           nothing, the least a full-batch monitor can cost; its ratio beside neuraldbg's
+           (floor.py).
 
 Files: workloads.py (what is trained), loop.py (the timed loop), timing.py, processes.py,
-instructions.py and child.py (the sections), machine.py (probes), profiler.py (--profile),
+instructions.py, floor.py and child.py (the sections), machine.py (probes), profiler.py (--profile),
 report.py (tables).
 """
 from __future__ import annotations
@@ -45,7 +49,7 @@ from report import TARGETS, report
 from workloads import WORKLOADS
 
 SECTIONS = ("timing", "memory", "long", "compile")     # (the default)
-OPTIONAL = ("instructions",)        # (run only when named: minutes per workload)
+OPTIONAL = ("instructions", "floor")    # (run only when named: minutes per workload)
 
 
 @dataclass(frozen=True)
@@ -75,7 +79,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--workloads", default=",".join(WORKLOADS), help="comma list of " + ",".join(WORKLOADS))
     p.add_argument("--sections", default=",".join(SECTIONS),
                    help="comma list of " + ",".join(SECTIONS + OPTIONAL) + " (default: all but "
-                        "instructions)")
+                        + " and ".join(OPTIONAL) + ")")
     p.add_argument("--rounds", type=int, default=None, help="timing rounds (default 7, quick 3)")
     p.add_argument("--long-steps", type=int, default=None, help="tiny long run (default 10000, quick 3000)")
     p.add_argument("--threads", type=int, default=None,
@@ -113,6 +117,8 @@ def run_sections(names, sections, sizes, quick, monitoring, tmp, device="cpu") -
                                                  device)
             print(f"  median ratio {t['median_ratio']:.3f}  ratios "
                   f"{' '.join(f'{r:.3f}' for r in t['ratios'])}", flush=True)
+    if "floor" in sections:
+        res["floor"] = _floor(names, sizes.rounds, quick, monitoring, tmp)
     if "memory" in sections:
         res["memory"] = {}
         for name in names:
@@ -132,6 +138,19 @@ def run_sections(names, sections, sizes, quick, monitoring, tmp, device="cpu") -
         res["compile"] = run_compile("mlp", sizes.compile_steps, sizes.compile_warmup,
                                      sizes.compile_reps, tmp, monitoring)
     return res
+
+
+def _floor(names, rounds, quick, monitoring, tmp) -> dict:
+    from floor import run_floor
+
+    out = {}
+    for name in names:
+        w = WORKLOADS[name]
+        print(f"floor {name}: {rounds} rounds x {w.steps(quick)} steps, plain, bare and "
+              "monitored ...", flush=True)
+        out[name] = r = run_floor(w, rounds, w.steps(quick), tmp, monitoring)
+        print(f"  bare {r['bare_ratio']:.3f}, monitored {r['monitored_ratio']:.3f}", flush=True)
+    return out
 
 
 def _instructions(names, quick, monitoring, tmp) -> dict:

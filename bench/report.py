@@ -22,6 +22,8 @@ def report(res: dict) -> str:
     if res.get("timing"):
         lines += _timing(res["timing"], Monitoring(res.get("every", 1), res.get("detectors")),
                          res.get("device", "cpu"))
+    if res.get("floor"):
+        lines += _floor(res["floor"])
     if res.get("memory"):
         lines += _memory(res["memory"])
     if res.get("long"):
@@ -47,6 +49,25 @@ def _timing(timing, monitoring, device="cpu") -> list:
             f"{t['step_median_ratio']:8.3f}")
     lines.append("(median/min/max: of the per-round ratios of loop time; step-med: median over rounds "
                  "of the ratio of median step times, a noise check)")
+    return lines
+
+
+def _floor(floor) -> list:
+    lines = ["", "the floor: a bare observer (every leaf output and every gradient read once, nothing "
+             "judged) beside neuraldbg, against plain training",
+             f"{'workload':12} {'rounds':>6} {'steps':>6} {'plain ms/step':>14} {'bare':>6} "
+             f"{'+ms':>7} {'monitored':>9} {'+ms':>7} {'above bare':>10} {'target':>7} "
+             f"{'floor/target':>12}"]
+    for name, r in floor.items():
+        target = TARGETS["ratio"][name]
+        b, m = r["bare_ratio"], r["monitored_ratio"]
+        lines.append(
+            f"{name:12} {r['rounds']:6d} {r['steps']:6d} {r['plain_ms_per_step']:14.3f} {b:6.3f} "
+            f"{r['bare_added_ms_per_step']:7.3f} {m:9.3f} {r['monitored_added_ms_per_step']:7.3f} "
+            f"{r['monitored_added_ms_per_step'] - r['bare_added_ms_per_step']:10.3f} "
+            f"{'<=' + format(target, '.2f'):>7} {(b - 1) / (target - 1):11.0%}")
+    lines.append("(ratios: medians over rounds of loop time / plain loop time; floor/target: the share "
+                 "of the target's allowance the bare observer uses by itself)")
     return lines
 
 
