@@ -105,6 +105,44 @@ def build_cnn(compile_model=False) -> Step:
     return _classifier(model, data, _sgd(model), compile_model)
 
 
+class BasicBlock(nn.Module):
+    """torchvision's ResNet BasicBlock, as torchvision writes it: one in-place ReLU module
+    called twice, the shortcut added in place (the identity, or a strided 1x1 conv and
+    BatchNorm where the shape changes)."""
+
+    def __init__(self, c_in, c_out, stride=1):
+        super().__init__()
+        self.conv1 = nn.Conv2d(c_in, c_out, 3, stride, 1, bias=False)
+        self.bn1 = nn.BatchNorm2d(c_out)
+        self.relu = nn.ReLU(inplace=True)
+        self.conv2 = nn.Conv2d(c_out, c_out, 3, 1, 1, bias=False)
+        self.bn2 = nn.BatchNorm2d(c_out)
+        self.downsample = None if stride == 1 and c_in == c_out else nn.Sequential(
+            nn.Conv2d(c_in, c_out, 1, stride, bias=False), nn.BatchNorm2d(c_out))
+
+    def forward(self, x):
+        identity = x if self.downsample is None else self.downsample(x)
+        out = self.relu(self.bn1(self.conv1(x)))
+        out = self.bn2(self.conv2(out))
+        out += identity
+        return self.relu(out)
+
+
+def build_resnet(compile_model=False) -> Step:
+    """A ResNet's first two stages at 56x56: stem conv-BN-ReLU to 64 channels, two
+    BasicBlocks at 64, two at 128 (the first strided, with a projection), global average
+    pool, linear; batch 16, SGD with momentum. The residual blocks' maps are millions of
+    values: what reading large maps costs shows."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Conv2d(3, 64, 3, 1, 1, bias=False), nn.BatchNorm2d(64),
+                          nn.ReLU(inplace=True),
+                          BasicBlock(64, 64), BasicBlock(64, 64), BasicBlock(64, 128, 2),
+                          BasicBlock(128, 128), nn.AdaptiveAvgPool2d(1), nn.Flatten(),
+                          nn.Linear(128, 10))
+    data = _batches(2, lambda: (torch.randn(16, 3, 56, 56), torch.randint(0, 10, (16,))))
+    return _classifier(model, data, _sgd(model), compile_model)
+
+
 class Block(nn.Module):
     """Pre-norm transformer block: causal self-attention and a GELU MLP (GPT-style)."""
 
@@ -203,6 +241,9 @@ WORKLOADS = {w.name: w for w in (
     Workload("cnn", build_cnn, "VGG-style CNN 6 conv+BN+ReLU, batch 64x3x32x32",
              timed_steps=15, quick_timed_steps=4, warmup=2,
              memory_steps=60, quick_memory_steps=12, ratio_target=1.05),
+    Workload("resnet", build_resnet, "ResNet stages 64-128 ch at 56x56, 4 BasicBlocks, batch 16",
+             timed_steps=8, quick_timed_steps=2, warmup=2,
+             memory_steps=20, quick_memory_steps=4, ratio_target=1.05),
     Workload("transformer", build_transformer, "GELU transformer LM 4x128d, 16x64 tokens",
              timed_steps=40, quick_timed_steps=10, warmup=3,
              memory_steps=200, quick_memory_steps=40, ratio_target=1.05),

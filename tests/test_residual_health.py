@@ -336,9 +336,62 @@ def test_a_chain_of_blocks_takes_each_stream_norm_once_and_gets_the_same_numbers
     b.add(x1, x2, (a, x1))
     for block, (x, y) in ((a, (x0, x1)), (b, (x1, x2))):
         got = [float(v) for v in block.take()[0]]
-        want = [float((y - x).norm()) ** 2, float(x.norm()) ** 2, float(y.norm()) ** 2]
+        want = [float((y - x).norm()) ** 2, float(x.norm()) ** 2, float(x.norm()) ** 2,
+                float(y.norm()) ** 2]
         assert got == pytest.approx(want, rel=1e-5)
     a.add(x0, x1, None)
     x1.mul_(3)                  # changed in place after block a saw it
     b.add(x1, x2, (a, x1))
-    assert float(b.take()[0][1]) == pytest.approx(float(x1.norm()) ** 2, rel=1e-5)
+    assert float(b.take()[0][2]) == pytest.approx(float(x1.norm()) ** 2, rel=1e-5)
+
+
+@pytest.mark.parametrize("layout", ["contiguous", "channels_last"])
+def test_a_large_blocks_branch_is_read_on_rows_that_cover_the_map_within_the_window(layout):
+    """Past SAMPLE values, the branch is read on every k-th row (k at most the window), the
+    rows moving by one a call: the stream's norms stay those of the whole tensors (a NaN
+    anywhere shows), and a branch adding something on a single row is seen within the
+    window's calls, which a collapse verdict needs all of."""
+    from neuraldbg_cli.observe.residual import SAMPLE, Block
+
+    window = Thresholds().residual.window
+    torch.manual_seed(0)
+    x = torch.randn(8, 16, 64, 64)          # 524288 values: 2 x SAMPLE
+    assert x.numel() > SAMPLE
+    branch = torch.zeros_like(x)
+    fmt = torch.channels_last if layout == "channels_last" else torch.contiguous_format
+    if layout == "channels_last":
+        branch[3, :, 7, 9] = 1.0            # one row in memory: one pixel's channels
+    else:
+        branch[3, 5, 7, :] = 1.0            # one row of one channel of one sample
+    x, branch = x.to(memory_format=fmt), branch.to(memory_format=fmt)
+    y = x + branch
+    block = Block(nn.Identity(), [], 3, 2.0, cover=window)
+    seen = []
+    for _ in range(window):
+        block.add(x, y, None)
+        (d2, s2, i2, o2), numel, sampled = block.take()
+        assert numel == x.numel() and x.numel() // window <= sampled < x.numel()
+        assert float(i2) == pytest.approx(float(x.norm()) ** 2, rel=1e-5)
+        assert float(o2) == pytest.approx(float(y.norm()) ** 2, rel=1e-5)
+        seen.append(float(d2))
+    assert 0 < sum(v > 0 for v in seen) < window, seen
+    y[0, 0, 0, 0] = float("nan")            # (rows read or not, the output's norm shows it)
+    for _ in range(window):
+        block.add(x, y, None)
+        assert math.isnan(float(block.take()[0][3]))
+
+
+def test_a_sampled_branch_ratio_estimates_the_whole_ones():
+    from neuraldbg_cli.observe.residual import Block, residual_facts
+
+    torch.manual_seed(0)
+    x = torch.randn(64, 64, 128)
+    y = x + 0.01 * torch.randn_like(x)
+    block = Block(nn.Identity(), [], 3, 2.0, cover=20)
+    block.add(x, y, None)
+    four, numel, sampled = block.take()
+    assert sampled < numel
+    (_, facts), = residual_facts([(block, numel, sampled)], [float(v) for v in four], 1.25)
+    assert facts["branch_ratio"] == pytest.approx(0.01, rel=0.05)
+    assert facts["rms_in"] == pytest.approx(float(x.pow(2).mean().sqrt()), rel=1e-5)
+    assert facts["growth"] == pytest.approx(float(y.norm() / x.norm()), rel=1e-5)

@@ -9,7 +9,7 @@ from .kinds import LOOP_KIND, LOSS_KIND, OUTPUT_KIND, SCALER_KIND, SIGMOID, TANH
 from .norms import norm_facts, norm_tensors
 from .pairing import REGRESSION_LOSSES
 from .readout import Readout
-from .residual import residual_facts, residual_tensors
+from .residual import SUMS, residual_facts, residual_tensors
 from .stats import collect, grad_values, layer_norm, unit_shares
 from .summaries import Summary, SummaryClock
 from .updates import UpdateBatch, ratios
@@ -79,8 +79,8 @@ class StepJudge(Verdicts):
         tail = []                           # the step's own values (StepFacts.tensors)
         if n_extra:
             tail, values = values[-n_extra:], values[:-n_extra]
-        if block_jobs:                      # (the residual sums close the tail: 3 a block)
-            k = len(tail) - 3 * len(block_jobs)
+        if block_jobs:                      # (the residual sums close the tail: SUMS a block)
+            k = len(tail) - SUMS * len(block_jobs)
             tail, read = tail[:k], tail[k:]
             self._judge_blocks(block_jobs, read, step)
         if norm_jobs:                       # (the norm readings close the tail)

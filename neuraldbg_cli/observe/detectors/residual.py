@@ -39,6 +39,12 @@ class ResidualDetector(Detector):
     signal = states.RESIDUAL
     blocks = True       # watches the hooks' residual blocks (observe/residual.py)
 
+    @property
+    def cover(self) -> int:
+        """Calls within which a large block's branch must have been read on every row: the
+        steps a collapse is judged over (observe/residual.py samples rows within that)."""
+        return self.th.residual.window
+
     def history(self) -> ResidualHistory:
         return ResidualHistory(self.th.residual.window)
 
