@@ -93,6 +93,25 @@ def test_drift_judged_after_the_warm_up_on_the_recent_median():
     assert judged(d, [1.0] * 25, momentum=None)[-1] == "drift"
 
 
+def test_drift_needs_batches_apart_from_one_another_too():
+    """Batches far from the running mean but close to one another are a running average that
+    lags fast-moving weights: not a drift. A trace without the jump is judged as before."""
+    d = NormDetector(Thresholds())
+
+    def run(drift, jump, steps=30):
+        h, out = d.history(), []
+        for _ in range(steps):
+            x = Observation("other", facts={"drift": drift, "jump": jump, "per_channel": 64,
+                                            "batch": 64, "momentum": 0.1, "calls": 1})
+            out.append(d.judge(x, h))
+            d.remember(x, h)
+        return out
+    assert {s for s, _ in run(0.9, 0.1)} == {"normal"}
+    lagging_then_apart = run(0.9, 1.2)
+    assert lagging_then_apart[-1] == ("drift", {"drift_median": 0.9, "jump_median": 1.2})
+    assert judged(d, [1.0] * 30)[-1] == "drift"      # (no jump read: the drift alone)
+
+
 def test_gain_collapse_against_first_sight():
     d = NormDetector(Thresholds())
     h = d.history()
@@ -125,6 +144,27 @@ def test_class_ordered_batches_drift_and_shuffled_ones_do_not(tmp_path):
     (tmp_path / "b").mkdir()
     assert_clean(observed(tmp_path / "b", model, lambda: classify(model, clusters(), 40)),
                  norm_layers=("1", "4"))
+
+
+def test_fair_batches_ahead_of_a_lagging_running_mean_are_not_a_drift(tmp_path):
+    """The first Linear's bias pushed 0.1 a step, in one direction (weights moving fast, as at
+    lr 0.1 on a fresh ResNet): the batches stay fair samples of one another while BatchNorm's
+    running mean, following them with momentum 0.1, lags ~9 steps behind."""
+    torch.manual_seed(0)
+    model = bn_mlp()
+    push = torch.randn(64).sign() * 0.1
+
+    def move():
+        with torch.no_grad():
+            model[0].bias += push
+    make = clusters()
+    events = observed(tmp_path, model, lambda: classify(model, make, 40, every=1, evaluate=move))
+    assert_clean(events, norm_layers=("1", "4"))
+    # the lag is there: the next batch's mean lies far from the running mean
+    with torch.no_grad():
+        mu, bn = model[0](make()[0]).mean(0), model[1]
+        lag = ((mu - bn.running_mean).abs() / (bn.running_var + bn.eps).sqrt()).mean()
+    assert lag > 0.5, float(lag)
 
 
 class ResNet(nn.Module):

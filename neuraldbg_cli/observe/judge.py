@@ -6,7 +6,7 @@ import math
 
 from .detectors.base import Observation
 from .kinds import LOOP_KIND, LOSS_KIND, OUTPUT_KIND, SCALER_KIND, SIGMOID, TANH, UNIT_KINDS
-from .norms import norm_facts, norm_tensors
+from .norms import norm_facts, norm_tensors, norm_width
 from .pairing import REGRESSION_LOSSES
 from .readout import Readout
 from .residual import SUMS, residual_facts, residual_tensors
@@ -84,12 +84,10 @@ class StepJudge(Verdicts):
             tail, read = tail[:k], tail[k:]
             self._judge_blocks(block_jobs, read, step)
         if norm_jobs:                       # (the norm readings close the tail)
-            k = len(tail) - len(norm_jobs)
+            k = len(tail) - norm_width(norm_jobs)
             tail, read = tail[:k], tail[k:]
-            for job, value in zip(norm_jobs, read):
-                rec = job[0]
-                self._observe(rec, rec.on_norm, _of_step(rec.kind, None, norm_facts(job, value)),
-                              step)
+            for rec, f in norm_facts(norm_jobs, read):
+                self._observe(rec, rec.on_norm, _of_step(rec.kind, None, f), step)
         told = facts.values(tail) if facts is not None else None  # (loss, first_grad, call, scaler)
         loss = told[0] if told is not None else None
         keep = Summary(step) if self.summaries.due(step) else None

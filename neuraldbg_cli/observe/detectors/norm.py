@@ -4,8 +4,14 @@ LayerNorm/GroupNorm/RMSNorm gain collapsing toward zero.
 
 facts (from the step end, observe/norms.py): BatchNorm: "drift" (the batch mean's distance
 from the running mean, in running standard deviations, averaged over channels and over the
-step's calls), "per_channel" (values behind each channel's batch statistics), "batch",
-"momentum", "calls"; gains: "gain_rms"."""
+step's calls), "jump" (its distance from the batch mean of the call before, likewise),
+"per_channel" (values behind each channel's batch statistics), "batch", "momentum", "calls";
+gains: "gain_rms".
+
+A drift is batches that are not fair samples: far from the running mean *and* from one
+another. Batches close to one another but all far from the running mean are a running
+average lagging weights that move fast (lr 0.1 on a fresh ResNet): it catches up as the
+learning slows, and is not a drift."""
 from __future__ import annotations
 
 import math
@@ -21,11 +27,12 @@ _REFERENCE_MOMENTUM = 0.1       # the warm-up in thresholds.yaml is given for th
 
 
 class NormHistory:
-    __slots__ = ("steps", "drifts", "gain_start")
+    __slots__ = ("steps", "drifts", "jumps", "gain_start")
 
     def __init__(self, window: int):
         self.steps = 0                      # steps judged
         self.drifts = deque(maxlen=window)  # the last drifts (window - 1 of them are used)
+        self.jumps = deque(maxlen=window)   # ... and jumps
         self.gain_start = None              # the gain's rms at first sight
 
 
@@ -59,11 +66,17 @@ class NormDetector(Detector):
             return "normal", {}
         # the median of the last `window` steps: one odd batch, or one jump of the weights
         # that the running statistics follow a few steps later, is not a drift
-        recent = sorted([*list(h.drifts)[-(th.window - 1):], drift]) if th.window > 1 else [drift]
-        typical = recent[len(recent) // 2]
-        if typical >= th.drift:
-            return "drift", {"drift_median": typical}
-        return "normal", {}
+        typical = _median(h.drifts, drift, th.window)
+        if typical < th.drift:
+            return "normal", {}
+        jump = f.get("jump")
+        if jump is not None and math.isfinite(jump):
+            # batches that agree with one another: the running average lags, they are fair
+            apart = _median(h.jumps, jump, th.window)
+            if apart < th.drift:
+                return "normal", {}
+            return "drift", {"drift_median": typical, "jump_median": apart}
+        return "drift", {"drift_median": typical}
 
     def remember(self, x: Observation, h: NormHistory) -> None:
         f = x.facts
@@ -74,11 +87,21 @@ class NormDetector(Detector):
                 h.gain_start = gain
         elif math.isfinite(f["drift"]):
             h.drifts.append(f["drift"])
+            jump = f.get("jump")
+            if jump is not None and math.isfinite(jump):
+                h.jumps.append(jump)
 
     def evidence(self, x: Observation, extra: dict) -> dict:
         f = x.facts
-        keep = ("gain_rms",) if "gain_rms" in f else ("drift", "per_channel", "batch", "momentum")
+        keep = ("gain_rms",) if "gain_rms" in f else ("drift", "jump", "per_channel", "batch",
+                                                       "momentum")
         return {**{k: f[k] for k in keep if f.get(k) is not None}, **extra}
+
+
+def _median(past, value: float, window: int) -> float:
+    """The median of `value` and the last `window` - 1 values of `past`."""
+    recent = sorted([*list(past)[-(window - 1):], value]) if window > 1 else [value]
+    return recent[len(recent) // 2]
 
 
 register(NormDetector)
