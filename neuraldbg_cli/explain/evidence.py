@@ -90,6 +90,7 @@ _STATS = (  # (key, label): the numbers of a transition, in the words of the rep
     ("steps_without_reset", lambda s: f"{_num(s['steps_without_reset'])} steps without a gradient reset"),
     ("models", lambda s: f"in eval() mode: {_names(s['models'])}"),
     ("drift", lambda s: f"batch mean {_num(s['drift'])} running std from the running mean"),
+    ("jump", lambda s: f"{_num(s['jump'])} from the batch before"),
     ("per_channel", lambda s: f"{_num(s['per_channel'])} values per channel (batch "
                               f"{_num(s.get('batch'))})"),
     ("gain_rms", lambda s: f"gain rms {_num(s['gain_rms'])}"),

@@ -43,6 +43,8 @@ def batch_statistics(ep, ctx):
     evidence = [f"at step {ep.onset} each batch's mean in {ep.layer} lay {_num(s.get('drift'))} "
                 f"running standard deviations from BatchNorm's running mean (median "
                 f"{_num(s.get('drift_median'))} over the last steps), averaged over channels"
+                + (f", and {_num(s['jump'])} from the batch before it: the batches differ from one "
+                   "another, not only from an average that lags" if is_number(s.get("jump")) else "")
                 + (f"; fair samples of {n} values per channel give about "
                    f"{FAIR_SPREAD / math.sqrt(n):.2g}" if is_number(n) and n > 0 else "")]
     tiny = is_number(n) and n < _tiny(ctx, ep.run)
