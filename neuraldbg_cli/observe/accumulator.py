@@ -127,9 +127,11 @@ class Accumulator:
         if self.units is not None or self.usum is not None or self.inputs is not None:
             self.units = self.usum = self.usq = self.inputs = None
 
-    def add_output(self, y: torch.Tensor, defer: bool = False) -> bool:
+    def add_output(self, y: torch.Tensor, defer: bool = False, known=None) -> bool:
         """Account for one output; False (and nothing kept) when it is empty or not
-        floating-point. defer: the caller runs eagerly, so `y` may be held until the step end."""
+        floating-point. defer: the caller runs eagerly, so `y` may be held until the step end.
+        known: y's norm (0-d, float32), known without a pass over it (a large BatchNorm
+        output's, from its statistics: norms.py), or None."""
         dtype = y.dtype
         if dtype is not _F32 and not dtype.is_floating_point:
             return False
@@ -137,6 +139,9 @@ class Accumulator:
         if not n:
             return False
         self.numel += n
+        if known is not None:
+            self.norms.append(known)
+            return True
         if defer and self.defer_ok and dtype is _F32 and n <= DEFER_MAX and type(y) is _Tensor:
             # (a subclass is reduced at once, by its own rules); detached: a held output must
             # not keep its autograd graph (and the activations saved in it) alive until the end

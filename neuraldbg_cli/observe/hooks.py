@@ -148,7 +148,7 @@ class Hooks(OptimizerHooks, OutermostHooks):
             if rec is None or rec.ref() is not module:  # new, or an id reused by a new module
                 rec = self._register(module)
             norm = rec.norm
-            if norm is not None and eager and norm.after(module, args):
+            if norm is not None and eager and norm.after(module, args, self.clock.step):
                 self.normed.append(rec)
             if not rec.leaf and eager and rec.residual is not None:    # (a container)
                 self._residual(module, rec, args, output)
@@ -164,7 +164,8 @@ class Hooks(OptimizerHooks, OutermostHooks):
             y = output if isinstance(output, _Tensor) else first_tensor(output)
             acc = rec.acc
             first = not acc.numel                       # the layer's first call this step
-            if y is None or not acc.add_output(y, eager):
+            known = norm.known if norm is not None and eager else None  # (norms.py)
+            if y is None or not acc.add_output(y, eager, known):
                 return
             if rec.wants_input and args:
                 self._input_of(acc, args[0], eager)

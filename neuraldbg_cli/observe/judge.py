@@ -86,7 +86,7 @@ class StepJudge(Verdicts):
         if norm_jobs:                       # (the norm readings close the tail)
             k = len(tail) - norm_width(norm_jobs)
             tail, read = tail[:k], tail[k:]
-            for rec, f in norm_facts(norm_jobs, read):
+            for rec, f in norm_facts(norm_jobs, read, step):
                 self._observe(rec, rec.on_norm, _of_step(rec.kind, None, f), step)
         told = facts.values(tail) if facts is not None else None  # (loss, first_grad, call, scaler)
         loss = told[0] if told is not None else None

@@ -82,7 +82,7 @@ class LayerRec:
         self.on_update = [w for w, (_, n) in pairs if PARAM_UPDATE in n]
         self.on_norm = [w for w, (_, n) in pairs if NORM_STATS in n]
         # what the hooks read of a normalisation layer (observe/norms.py), or None
-        self.norm = reading_for(module) if self.on_norm else None
+        self.norm = reading_for(module, self.reads) if self.on_norm else None
         self.in_optimizer = False       # some optimizer holds its parameters (updates.py)
         # Call sites: one activation module called at several places of a forward (a
         # BasicBlock's self.relu, an `act` shared by a loop of layers) is as many layers. Each

@@ -15,6 +15,22 @@ the weights move fast (lr 0.1 on a fresh ResNet: 2% a step) agree with one anoth
 together ahead of a running mean that follows them ~1/m steps late: measured on ResNet18 at
 batch 64, up to 0.98 running std from the running mean, at most 0.27 from the batch before.
 
+The same numbers give a large BatchNorm output's norm with no pass over it, on the CPU, where
+that pass is what monitoring a conv net costs most (a 16x64x56x56 map: about 1 ms a call read,
+60 us from its statistics). In training, each channel's output is g * x_hat + b with x_hat of
+mean 0 and (biased) variance var / (var + eps), so its sum of squares over the channel's M
+values is M * (g^2 var / (var + eps) + b^2), var being the batch's unbiased variance
+(running_var_new - (1 - m) running_var_old) / m times (M - 1) / M. It agrees with the read
+norm to ~1e-4 (float32 sums over millions of values), and a NaN or Inf in the batch makes it
+NaN, as it does the output. It stands for the read only where it is the same thing: the stock
+forward of a BatchNorm in training mode (not SyncBatchNorm, normalised by every rank's
+statistics, nor a subclass that adds an activation), a momentum of at least MIN_MOMENTUM (the
+subtraction loses ~1/m of float32's precision), and running statistics that were finite at
+the last step judged. Running statistics once poisoned by a NaN batch stay NaN while the
+output, normalised by each new batch, is finite again: the formula would then say NaN, so
+the output is read until the statistics are finite again. Where the step's numbers are read
+later (a CUDA device), the output is read: a reduction there costs less than these ops.
+
 LayerNorm/GroupNorm/RMSNorm gains are parameters: their norms are taken at the step end, for
 every such layer called in the step, in one batched call.
 """
@@ -26,6 +42,9 @@ import torch
 from torch import nn
 
 _BATCHNORM = nn.modules.batchnorm._BatchNorm
+_STOCK_FORWARD = _BATCHNORM.forward
+KNOWN_MIN = 1 << 18     # values: a BatchNorm output this large has its norm from statistics
+MIN_MOMENTUM = 0.01
 _GAINED = tuple(c for c in (nn.LayerNorm, nn.GroupNorm, getattr(nn, "RMSNorm", None)) if c)
 
 
@@ -43,9 +62,10 @@ def gain_of(module):
     return w if isinstance(w, torch.Tensor) else None
 
 
-def reading_for(module):
+def reading_for(module, reads_output: bool = False):
+    """reads_output: the layer's output is read (its norm may then come from statistics)."""
     if is_batchnorm(module):
-        return BatchNormReading()
+        return BatchNormReading(reads_output)
     if gain_of(module) is not None:
         return GainReading()
     return None
@@ -55,19 +75,23 @@ class BatchNormReading:
     """One BatchNorm's drift over a step: the batch mean's distance from the running mean it
     had before each call, and from the batch mean of the call before, in running standard
     deviations, averaged over channels (summed over the step's calls on the device; divided
-    by `calls` on the host)."""
+    by `calls` on the host). And, where it may, each call's output norm (`known`)."""
 
-    __slots__ = ("old", "total", "calls", "per_channel", "batch", "momentum", "last")
+    __slots__ = ("old", "total", "calls", "per_channel", "batch", "momentum", "last",
+                 "reads_output", "known", "trusted_at")
     batchnorm = True
 
-    def __init__(self):
+    def __init__(self, reads_output: bool = False):
         self.old = None             # running mean and variance before the call, stacked
-        self.total = None           # (drift, jump) summed over the step's calls
+        self.total = None           # (drift, jump, new variance's finiteness) summed over calls
         self.last = None            # the batch mean of the last call (C values)
         self.calls = 0
         self.per_channel = 0        # fewest values per channel in one call of the step
         self.batch = 0
         self.momentum = None
+        self.reads_output = reads_output
+        self.known = None           # the last call's output norm from statistics (0-d), or None
+        self.trusted_at = -1        # the step whose calls may trust the running statistics
 
     def before(self, module) -> None:
         m = module.momentum
@@ -76,9 +100,10 @@ class BatchNormReading:
             return
         self.old = torch.stack((module.running_mean, module.running_var))
 
-    def after(self, module, args) -> bool:
-        """Account for one call; True on the step's first."""
+    def after(self, module, args, step: int = -1) -> bool:
+        """Account for one call of step `step`; True on the step's first."""
         old, self.old = self.old, None
+        self.known = None
         if old is None or not args or not isinstance(args[0], torch.Tensor):
             return False
         x = args[0]
@@ -90,24 +115,53 @@ class BatchNormReading:
         last, self.last = self.last, mean
         # (no batch before it: as far from one as from the running mean, judged on that alone)
         gap = off if last is None or last.shape != mean.shape else mean - last
-        # both distances per channel in running standard deviations, averaged over channels
-        both = torch.stack((off, gap)).abs_().div_(old[1].add(module.eps).sqrt_()).mean(1)
+        # both distances per channel in running standard deviations, averaged over channels;
+        # and the new running variance likewise, finite where the statistics stay finite
+        rows = torch.stack((off, gap, module.running_var))
+        three = rows.abs_().div_(old[1].add(module.eps).sqrt_()).mean(1)
         first = self.calls == 0
-        self.total = both if first else self.total.add_(both)
-        n = x.numel() // max(1, x.shape[1] if x.dim() > 1 else x.shape[0])
+        self.total = three if first else self.total.add_(three)
+        channels = max(1, x.shape[1] if x.dim() > 1 else x.shape[0])
+        n = x.numel() // channels
         self.per_channel = n if first else min(self.per_channel, n)
         self.batch = x.shape[0] if x.dim() > 1 else 1
         self.momentum = m
         self.calls += 1
+        if self.reads_output and step == self.trusted_at and x.numel() >= KNOWN_MIN \
+                and m is not None and m >= MIN_MOMENTUM and module.training \
+                and type(module).forward is _STOCK_FORWARD and type(x) is torch.Tensor \
+                and x.device.type == "cpu" and x.dtype == module.running_var.dtype:
+            self.known = output_norm(module, old[1], m, n)
         return first
 
     def take(self) -> tuple:
-        """((drift, jump): the 0-d tensors to read, what to say with them); empties it for the
-        next step."""
+        """((drift, jump, finiteness): the 0-d tensors to read, what to say with them);
+        empties it for the next step."""
         out = self.total, {"calls": self.calls, "per_channel": self.per_channel,
                            "batch": self.batch, "momentum": self.momentum}
         self.total, self.calls = None, 0
         return out
+
+    def judged(self, step: int, finite: bool) -> None:
+        """Step `step`'s numbers were read: the next step's calls may trust the running
+        statistics if they were all finite (not if a step goes unread or unobserved)."""
+        self.trusted_at = step + 1 if finite else -1
+
+
+def output_norm(module, var_old: torch.Tensor, m: float, n: int) -> torch.Tensor:
+    """The norm of a training BatchNorm's output (float32, 0-d), from its running variance
+    before the call and after it (m: its momentum; n: values a channel)."""
+    # m x the unbiased variance (below zero only by rounding: a constant channel)
+    var = torch.sub(module.running_var, var_old, alpha=1 - m).clamp_(min=0)
+    # each channel's x_hat variance, var_b / (var_b + eps) with var_b = var (n - 1) / (n m)
+    share = var.div_(var.add(module.eps * n * m / max(1, n - 1)))
+    g, b = module.weight, module.bias
+    s = share.sum() if g is None else torch.dot(g.detach().square(), share)
+    if b is not None:
+        b = b.detach()
+        s = s.add_(torch.dot(b, b))
+    s = s.mul_(n).sqrt_()
+    return s if s.dtype == torch.float32 else s.float()
 
 
 class GainReading:
@@ -115,6 +169,7 @@ class GainReading:
 
     __slots__ = ("called",)
     batchnorm = False
+    known = None            # (its output is read)
 
     def __init__(self):
         self.called = False
@@ -122,15 +177,15 @@ class GainReading:
     def before(self, module) -> None:
         pass
 
-    def after(self, module, args) -> bool:
+    def after(self, module, args, step: int = -1) -> bool:
         first, self.called = not self.called, True
         return first
 
 
 def norm_tensors(recs: list) -> tuple:
     """(0-d tensors to read, [(layer record, facts, numel or None)]) for the layers `recs`
-    whose norm readings were touched this step: a BatchNorm's drift and jump as they are (two
-    values, numel None), the gains' norms in one `_foreach_norm` (one value each)."""
+    whose norm readings were touched this step: a BatchNorm's drift, jump and finiteness as
+    they are (three values, numel None), the gains' norms in one `_foreach_norm` (one value each)."""
     tensors, jobs, gains, gained = [], [], [], []
     for rec in recs:
         reading = rec.norm
@@ -156,12 +211,13 @@ def norm_tensors(recs: list) -> tuple:
 
 
 def norm_width(jobs: list) -> int:
-    """How many of the values read are the norm jobs' (two a BatchNorm, one a gain)."""
-    return sum(1 if numel is not None else 2 for _, _, numel in jobs)
+    """How many of the values read are the norm jobs' (three a BatchNorm, one a gain)."""
+    return sum(1 if numel is not None else 3 for _, _, numel in jobs)
 
 
-def norm_facts(jobs: list, values: list) -> list:
-    """[(layer record, the facts handed to the norm detector)] from the values read."""
+def norm_facts(jobs: list, values: list, step: int = -1) -> list:
+    """[(layer record, the facts handed to the norm detector)] from the values read for step
+    `step` (which also tell each BatchNorm whether its statistics stayed finite)."""
     out, at = [], 0
     for rec, facts, numel in jobs:
         if numel is not None:
@@ -171,5 +227,6 @@ def norm_facts(jobs: list, values: list) -> list:
             calls = max(1, facts["calls"])
             out.append((rec, {**facts, "drift": values[at] / calls,
                               "jump": values[at + 1] / calls}))
-            at += 2
+            rec.norm.judged(step, all(math.isfinite(v) for v in values[at:at + 3]))
+            at += 3
     return out
