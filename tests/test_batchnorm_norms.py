@@ -7,10 +7,10 @@ import math
 
 import pytest
 import torch
-from conftest import describe, observed, transitions
 from torch import nn
 from torch.nn import functional as F
 
+from conftest import describe, observed, transitions
 from neuraldbg_cli.observe import accumulator
 from neuraldbg_cli.observe.norms import KNOWN_MIN, output_norm
 
@@ -110,7 +110,7 @@ class BatchNormReLU(nn.BatchNorm2d):
 def test_what_the_statistics_cannot_stand_for_is_read(tmp_path, known):
     for i, model in enumerate((conv_bn(BatchNormReLU), conv_bn(momentum=None))):
         (tmp_path / str(i)).mkdir()
-        events = observed(tmp_path / str(i), model, lambda: train(model, 5))
+        events = observed(tmp_path / str(i), model, lambda m=model: train(m, 5))
         assert known == [], describe(events)
     small = nn.Sequential(nn.Linear(8, 32), nn.BatchNorm1d(32), nn.ReLU(), nn.Linear(32, 2))
     (tmp_path / "s").mkdir()
