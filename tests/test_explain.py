@@ -153,3 +153,17 @@ def test_same_rank_twice_and_world_size_mismatch_warn(tmp_path, capsys):
     b = TraceMaker(world_size=4).end(5).write(tmp_path / "b.jsonl")
     _, _, err = run_json(capsys, a, b)
     assert "rank 0 appears in several traces" in err and "world_size" in err
+
+
+def test_a_spike_that_returns_later_is_told_with_its_own_recovery(tmp_path, capsys):
+    """Two one-step loss spikes 23 steps apart are one story, but neither lasted 24 steps."""
+    t = TraceMaker()
+    t.tr(47, "(loss)", "spiking", signal="loss", loss=6.9, loss_median=0.23)
+    t.tr(48, "(loss)", "normal", signal="loss", loss=0.38)
+    t.tr(70, "(loss)", "spiking", signal="loss", loss=5.1, loss_median=0.09)
+    t.tr(71, "(loss)", "normal", signal="loss", loss=0.1)
+    _, doc, _ = run_json(capsys, t.end(80).write(tmp_path / "t.jsonl"))
+    top = doc["hypotheses"][0]
+    assert (top["symptom"], top["step"]) == ("spiking", 47)
+    assert "recovered at step 48, 1 step(s) after the onset; the last of the others at step 71" \
+        in top["evidence"], top["evidence"]
