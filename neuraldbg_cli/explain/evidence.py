@@ -127,7 +127,7 @@ def aftermath(ep: Episode, others: list, recovered, run: Run, multi: bool) -> li
     if ranks:
         out.append(f"began on rank {ep.rank}; followed on rank(s) {', '.join(map(str, ranks))}")
     out += folded(ep)
-    if recovered is not None and ep.end is not None and ep.end < recovered:
+    if recovered is not None and ep.recovered and ep.end < recovered:
         # (its story went on after it: say how long it lasted itself, not the story's span)
         out.append(f"recovered at step {ep.end}, {ep.end - ep.onset} step(s) after the onset; "
                    f"the last of the others at step {recovered}")
