@@ -236,6 +236,8 @@ def _loss_facts(facts, moved, call) -> dict | None:
     and, on steps whose pairing was read, the scales of a regression's output and targets."""
     if facts.several:
         return _SEVERAL
+    if facts.moving_targets:
+        return _MOVING_TARGETS
     told = {} if moved is None else {"moved": moved}
     if call is not None and call.get("loss_fn") in REGRESSION_LOSSES:
         o = max(abs(call["output_min"]), abs(call["output_max"]))
@@ -255,4 +257,5 @@ def _middle(values: list) -> float | None:
 
 _NO_GRAD = {"no_grad": True}
 _SEVERAL = {"several": True}
+_MOVING_TARGETS = {"moving_targets": True}
 _IN_NO_OPTIMIZER = {"in_no_optimizer": True}

@@ -14,6 +14,7 @@ from ..thresholds import Thresholds
 from . import detectors as detector_registry
 from .backward import Backward
 from .clock import StepClock
+from .copies import ModelCopies
 from .hooks import Hooks
 from .judge import StepJudge
 from .pairing import LossCalls
@@ -57,6 +58,8 @@ class Monitor:
             self.backward.on_bare = self._bare_backward
         self.scaler = ScalerWatch(self.hooks, self.registry, self.fault) \
             if self.registry.scaler.watching else None
+        self.copies = self.hooks.copies = ModelCopies(self.registry) \
+            if self.registry.loss.watching else None
 
     @property
     def steps(self) -> int:
@@ -204,8 +207,10 @@ class Monitor:
         if backward is not None:
             idle = optimized and not backward.backwards and backward.no_grads
             backward.backwards = 0
+        copies = self.copies is not None and self.copies.check()
         return _new(StepFacts, (losses, first_grad, resets, renewed, optimized,
-                                clock.optim.several(), eval_roots, uncovered, call, idle, scaler))
+                                clock.optim.several(), eval_roots, uncovered, call, idle, scaler,
+                                copies))
 
     # ---- faults ----------------------------------------------------------------------
     def _switch_off(self, error: BaseException) -> None:

@@ -19,6 +19,8 @@ _Loss = nn.modules.loss._Loss
 class OutermostHooks:
     """What the outermost call of each forward brings: a root to name, the input, a step."""
 
+    copies = None       # ModelCopies (copies.py): the calls without gradients, or None
+
     def _outermost_return(self, module, args, output, kwargs) -> None:
         if self.evidence is not None:       # (a capture may need the step's inputs)
             self.evidence.saw_forward(module, args, kwargs)
@@ -34,7 +36,7 @@ class OutermostHooks:
         if calls is not None and calls.call is None:
             calls.saw_output(first_tensor(output))      # (a hand-written loss may use it)
         last = self._last_leaf
-        if last is not None and not last[0].is_output and first_tensor(output) is last[1]:
+        if last is not None and not last[0].is_output and same_values(first_tensor(output), last[1]):
             # The model's own output layer: a sigmoid there saturating is a confident
             # prediction, the aim of training, not a failure.
             last[0].is_output = True
@@ -49,7 +51,11 @@ class OutermostHooks:
             self._end_step()
             if not self.active:
                 return
-        if isinstance(module, _Loss) or not torch.is_grad_enabled():
+        if isinstance(module, _Loss):
+            return
+        if not torch.is_grad_enabled():
+            if self.copies is not None and module.training:     # (a target network?)
+                self.copies.saw(module)
             return
         if _graph_task() != -1:
             # Called during backward: gradient checkpointing running a block again. Not a
@@ -99,3 +105,13 @@ class OutermostHooks:
                     self.touched.insert(0, inp)
                 else:
                     self.touched.append(inp)
+
+
+def same_values(out, y) -> bool:
+    """Whether the model's output `out` is the last layer's output `y`, or a view of it in
+    another shape (a generator's `self.model(z).view(n, *img_shape)`). By their bases, not
+    their data pointers: a sharded tensor has no storage of its own to point to."""
+    if out is y:
+        return True
+    base = out._base if out is not None else None
+    return base is not None and (base is y or base is y._base) and out.numel() == y.numel()

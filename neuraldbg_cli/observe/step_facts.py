@@ -22,6 +22,7 @@ class StepFacts(NamedTuple):
     pairing: object = None  # the step's first loss call (pairing.LossCall), or None
     no_backward: bool = False   # the optimizer stepped with no backward() and no gradient
     scaler: dict | None = None  # a GradScaler's step: scale, skipped, overflow (scaler.py)
+    moving_targets: bool = False    # a copy of a trained model ran without gradients (copies.py)
 
     def tensors(self) -> list:
         """The 0-d tensors to read with the step's others: the loss summed, the gradient."""

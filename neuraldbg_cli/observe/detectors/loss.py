@@ -3,8 +3,10 @@
 Judged against two references: the starting level (the median of the first steps: what the
 untrained model scores) and the recent median. A loss that ends low and flat has converged;
 only one still near its starting level after `stall_after` steps has stalled. Levels mean
-nothing for a loss that goes negative (a log-likelihood) or sums several objectives (a GAN's
-two optimizers): there only non-finite values are judged. A stall carries its why
+nothing for a loss that goes negative (a log-likelihood), sums several objectives (a GAN's
+two optimizers) or is measured against targets that move with training (a copy of the
+model computes them: a DQN's target network, PPO's old policy; copies.py): there only
+non-finite values are judged. A stall carries its why
 (`_why_stalled`): the layers' median update ratio, and with healthy updates, targets far
 beyond the output's scale, a smooth loss on a plateau, or a noisy flat one (no signal).
 """
@@ -40,7 +42,8 @@ class LossHistory:
 
 
 class LossDetector(Detector):
-    """The pseudo-layer (loss). facts: "several": more than one optimizer stepped."""
+    """The pseudo-layer (loss). facts: "several": more than one optimizer stepped;
+    "moving_targets": a copy of a trained model ran without gradients."""
 
     signal = states.LOSS
 
@@ -57,8 +60,9 @@ class LossDetector(Detector):
         if not math.isfinite(loss):
             return "nonfinite", {}
         start = h.start
-        if start is None or start <= 0 or not h.levels or loss < 0 \
-                or (x.facts and x.facts.get("several")) or h.recent.size < th.start_steps:
+        if start is None or start <= 0 or not h.levels or loss < 0 or (x.facts and (
+                x.facts.get("several") or x.facts.get("moving_targets"))) \
+                or h.recent.size < th.start_steps:
             return "normal", {}
         recent = h.recent.median()
         if recent > th.diverging_factor * start and h.recent.size >= th.window // 2:
@@ -77,7 +81,7 @@ class LossDetector(Detector):
         h.steps += 1
         facts = x.facts
         if facts:
-            if facts.get("several"):
+            if facts.get("several") or facts.get("moving_targets"):
                 h.levels = False
             if "moved" in facts:
                 h.moves.append(facts["moved"])

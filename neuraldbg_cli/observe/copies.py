@@ -1,0 +1,66 @@
+"""Copies of a trained model run without gradients: a loss whose targets move with training.
+
+A DQN's target network, PPO's old policy, the momentum encoder of BYOL or MoCo, a mean
+teacher: a model built like one being trained (the same parameter shapes, in the same order),
+whose parameters are not the trained ones, called in training mode with gradients off. Such a
+copy computes the targets (or gathers the data) that the trained model's loss is measured
+against, and these move as training goes: a DQN's TD targets grow with the returns the agent
+reaches, PPO's loss jumps with each new rollout. The loss's level then says nothing of
+progress, as with a GAN's two objectives: the loss detector judges only non-finite values.
+
+What is not a copy: the trained model itself under `no_grad` (a policy choosing actions, a
+validation pass), a model in eval() (an EMA model being evaluated), a teacher of another
+architecture (knowledge distillation: its targets are fixed, and the loss's level is judged).
+"""
+from __future__ import annotations
+
+import weakref
+
+MAX_SEEN = 64       # modules remembered as checked (a model made anew at each call is not kept)
+
+
+def shapes(module) -> tuple:
+    """The model's class and its parameters' shapes, in order: what a copy shares with it."""
+    return (type(module).__name__, *(tuple(p.shape) for p in module.parameters()))
+
+
+class ModelCopies:
+    """Watches the outermost calls made with gradients off; `found` once one is a copy of a
+    model trained with gradients (one of the registry's roots)."""
+
+    def __init__(self, registry):
+        self.registry = registry
+        self.found = False
+        self._seen: dict = {}           # id(module) -> weakref: called without gradients
+        self._news = False              # one seen since the last comparison
+        self._roots = 0                 # roots at the last comparison
+
+    def saw(self, module) -> None:
+        """An outermost call in training mode with gradients off (once per forward)."""
+        if self.found:
+            return
+        key = id(module)
+        entry = self._seen.get(key)
+        if entry is not None and entry() is module:
+            return
+        if next(module.parameters(), None) is None or len(self._seen) >= MAX_SEEN:
+            return
+        self._seen[key] = weakref.ref(module)
+        self._news = True
+
+    def check(self) -> bool:
+        """At a step's end: whether a copy has been seen (compared when either side is new)."""
+        roots = self.registry.roots
+        if self.found or not (self._news or self._seen and len(roots) != self._roots):
+            return self.found
+        self._news, self._roots = False, len(roots)
+        trained = {shapes(r) for ref in list(roots.values()) if (r := ref()) is not None}
+        owners = self.registry.owners
+        for key, ref in list(self._seen.items()):
+            m = ref()
+            if m is None:
+                del self._seen[key]
+            elif shapes(m) in trained and not any(id(p) in owners for p in m.parameters()):
+                self.found = True           # (the model itself, its parameters owned, is not)
+                break
+        return self.found

@@ -1,0 +1,113 @@
+"""Losses against targets that move with training (a DQN's target network, PPO's old policy)
+and a model's output layer seen through a view: correct programs that must stay clean, and
+the look-alikes whose loss is still judged."""
+import copy
+import weakref
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from conftest import failures, trace_events, transitions
+from neuraldbg_cli import NeuralDbg
+from neuraldbg_cli.observe.copies import ModelCopies
+
+
+def td_learning(trace, targets: str, steps: int = 120) -> None:
+    """A Q-network regressed on r + 0.9 max Q'(s'), Q' computed without gradients by
+    `targets`: "copy" (a target network, soft-updated), "itself" (the Q-network), "eval copy"
+    (a copy left in eval()), "teacher" (another architecture). The reward grows each step, so
+    the loss climbs well past 1.5x its start: what a bootstrapped loss does as returns grow."""
+    torch.manual_seed(0)
+    q = nn.Sequential(nn.Linear(4, 32), nn.ReLU(), nn.Linear(32, 2))
+    other = {"copy": lambda: copy.deepcopy(q), "itself": lambda: q,
+             "eval copy": lambda: copy.deepcopy(q).eval(),
+             "teacher": lambda: nn.Sequential(nn.Linear(4, 64), nn.Tanh(), nn.Linear(64, 2))}
+    target = other[targets]()
+    opt = torch.optim.Adam(q.parameters(), lr=1e-3)
+    s, s2, a = torch.randn(64, 4), torch.randn(64, 4), torch.randint(0, 2, (64, 1))
+    with NeuralDbg(trace=str(trace)):
+        for step in range(steps):
+            with torch.no_grad():
+                y = 1.0 + step / 10 + 0.9 * target(s2).max(1).values
+            loss = F.smooth_l1_loss(q(s).gather(1, a).squeeze(1), y)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            if targets.endswith("copy"):        # (soft updates, as the DQN tutorial's)
+                with torch.no_grad():
+                    for tp, p in zip(target.parameters(), q.parameters()):
+                        tp.mul_(0.99).add_(p, alpha=0.01)
+
+
+def test_a_loss_against_a_target_network_is_not_judged_by_its_level(tmp_path):
+    trace = tmp_path / "t.jsonl"
+    td_learning(trace, "copy")
+    events = trace_events(trace)
+    assert [t["to"] for t in transitions(events, layer="(loss)")] == ["normal"]
+    assert not failures(events)
+
+
+@pytest.mark.parametrize("targets", ["itself", "eval copy", "teacher"])
+def test_targets_not_from_a_copy_leave_the_loss_judged(tmp_path, targets):
+    """The same climbing loss, its targets computed by the model itself under no_grad (a
+    policy choosing actions, a validation pass), by a copy in eval() (an EMA model being
+    evaluated) or by a model of another architecture (a distillation teacher): its level is
+    judged, and the climb is a divergence."""
+    trace = tmp_path / "t.jsonl"
+    td_learning(trace, targets)
+    states = [t["to"] for t in transitions(trace_events(trace), layer="(loss)")]
+    assert "diverging" in states
+
+
+def test_a_copy_is_found_however_the_calls_are_ordered():
+    """PPO runs its old policy for a whole rollout before the policy's first forward with
+    gradients: a copy seen before its model is found once the model is."""
+    class Registry:
+        roots, owners = {}, {}
+    policy = nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 2))
+    old = copy.deepcopy(policy)
+    reg = Registry()
+    copies = ModelCopies(reg)
+    copies.saw(old)
+    assert not copies.check()                           # no model trained yet
+    reg.roots = {id(policy): weakref.ref(policy)}
+    reg.owners = {id(p): "layer" for p in policy.parameters()}
+    assert copies.check()
+    # the model itself, called without gradients, is not a copy of itself
+    alone = ModelCopies(reg)
+    alone.saw(policy)
+    assert not alone.check()
+
+
+class Generator(nn.Module):
+    """pytorch-GAN's generators: the image is the output Tanh's, viewed as (N, 1, 28, 28)."""
+
+    def __init__(self):
+        super().__init__()
+        self.model = nn.Sequential(nn.Linear(16, 64), nn.LeakyReLU(0.2), nn.Linear(64, 784), nn.Tanh())
+
+    def forward(self, z):
+        return self.model(z).view(z.shape[0], 1, 28, 28)
+
+
+def test_an_output_tanh_seen_through_a_view_is_the_output_layer(tmp_path):
+    """Most pixels of MNIST are background: a generator's output Tanh learns to sit at -1
+    there. Its output reaches the loss as a view in image shape; it is still the model's
+    output layer, whose saturation is the aim, not a failure."""
+    torch.manual_seed(0)
+    g = Generator()
+    with torch.no_grad():
+        g.model[2].bias[:700] = -8.0        # 700 of 784 pixels: background
+    target = -torch.ones(32, 1, 28, 28)
+    opt = torch.optim.Adam(g.parameters(), lr=1e-4)
+    trace = tmp_path / "t.jsonl"
+    with NeuralDbg(trace=str(trace)):
+        for _ in range(30):
+            loss = F.mse_loss(g(torch.randn(32, 16)), target)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+    events = trace_events(trace)
+    assert not transitions(events, to="saturated"), transitions(events, to="saturated")
