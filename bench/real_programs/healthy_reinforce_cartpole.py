@@ -6,7 +6,8 @@ Bug: none. The "loss" is -sum(log_prob * normalised return) over one episode: it
 change every episode (the returns are standardised per episode and the episode length varies), so
 it looks like noise and never decreases, while the episode reward climbs. The policy has
 Dropout(p=0.6) left active while acting, as in the source. gym is not available, so CartPole-v1's
-dynamics (Euler, tau 0.02, +-2.4 m, +-12 degrees, 500-step limit) are re-implemented in plain Python.
+dynamics (Euler, tau 0.02, +-2.4 m, +-12 degrees, 500-step limit) are re-implemented in plain Python
+(envs/cartpole.py).
 Fix (--fixed): nothing to fix (accepted and ignored).
 Printed metric (plain python): mean episode reward 17.4 over the first 10 episodes, 112.1 over the
 last 10 (100 episodes = 100 optimizer steps); running reward 10 -> 94.9.
@@ -14,7 +15,6 @@ Shrunk for the benchmark: 100 episodes (the source trains until the running rewa
 """
 # expect: healthy
 import argparse
-import math
 import random
 from collections import deque
 
@@ -22,6 +22,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 import torch.optim as optim
+from envs.cartpole import CartPole
 from torch.distributions import Categorical
 
 parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -32,40 +33,6 @@ args = parser.parse_args()
 
 torch.manual_seed(543)
 rng = random.Random(543)
-
-
-class CartPole:
-    """gym's CartPole-v1, same constants and Euler integration."""
-
-    gravity, masscart, masspole, length, force_mag, tau = 9.8, 1.0, 0.1, 0.5, 10.0, 0.02
-    theta_threshold = 12 * 2 * math.pi / 360
-    x_threshold = 2.4
-    max_steps = 500
-
-    def reset(self):
-        self.state = [rng.uniform(-0.05, 0.05) for _ in range(4)]
-        self.t = 0
-        return list(self.state)
-
-    def step(self, action):
-        x, x_dot, theta, theta_dot = self.state
-        force = self.force_mag if action == 1 else -self.force_mag
-        total_mass = self.masspole + self.masscart
-        polemass_length = self.masspole * self.length
-        costheta, sintheta = math.cos(theta), math.sin(theta)
-        temp = (force + polemass_length * theta_dot ** 2 * sintheta) / total_mass
-        thetaacc = (self.gravity * sintheta - costheta * temp) / (
-            self.length * (4.0 / 3.0 - self.masspole * costheta ** 2 / total_mass))
-        xacc = temp - polemass_length * thetaacc * costheta / total_mass
-        x = x + self.tau * x_dot
-        x_dot = x_dot + self.tau * xacc
-        theta = theta + self.tau * theta_dot
-        theta_dot = theta_dot + self.tau * thetaacc
-        self.state = [x, x_dot, theta, theta_dot]
-        self.t += 1
-        terminated = abs(x) > self.x_threshold or abs(theta) > self.theta_threshold
-        truncated = self.t >= self.max_steps
-        return list(self.state), 1.0, terminated, truncated
 
 
 class Policy(nn.Module):
@@ -85,7 +52,7 @@ class Policy(nn.Module):
         return F.softmax(action_scores, dim=1)
 
 
-env = CartPole()
+env = CartPole(rng)
 policy = Policy()
 optimizer = optim.Adam(policy.parameters(), lr=1e-2)
 eps = torch.finfo(torch.float32).eps
