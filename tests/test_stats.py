@@ -119,6 +119,28 @@ def test_smooth_tail_and_saturation_of_squashing_kinds():
     assert int((deriv < 0.05).sum()) == 3
 
 
+def test_smooth_tails_of_several_layers_in_one_step():
+    """Several smooth layers in one step, held and reduced at once, with a ReLU between:
+    each counts its own units in the flat tail, and reading the step leaves the maxima kept
+    for a later read as they were."""
+    def gelu_with(dead: int, width: int = 12):
+        x = torch.randn(16, width) + 3
+        x[:, :dead] = -2.0      # (gelu: -0.045, below a tail of 0)
+        return nn.functional.gelu(x)
+    relu = torch.relu(torch.randn(16, 5))
+    relu[:, :2] = 0
+    accs = [Accumulator(SMOOTH), Accumulator(RELU), Accumulator(SMOOTH), Accumulator(SMOOTH)]
+    for acc, y, defer in zip(accs, (gelu_with(3), relu, gelu_with(7), gelu_with(0)),
+                             (False, False, True, False)):
+        acc.add_output(y, defer)
+    kept = accs[0].units.clone()
+    for tail in (0.0, 0.01):
+        v = run(accs, tail=tail)
+        assert [v[("units", i)] for i in range(4)] == [3, 2, 7, 0]
+    assert run(accs[:1], tail=-1.0)[("units", 0)] == 0
+    assert torch.equal(accs[0].units, kept)
+
+
 def test_input_dead_units_of_linear():
     x = torch.relu(torch.randn(8, 20))
     x[:, :19] = 0
