@@ -11,7 +11,7 @@ from torch import nn
 
 from conftest import failures, trace_events, transitions
 from neuraldbg_cli import NeuralDbg
-from neuraldbg_cli.observe.copies import ModelCopies
+from neuraldbg_cli.observe.copies import ModelCopies, shapes
 
 
 def td_learning(trace, targets: str, steps: int = 120) -> None:
@@ -79,6 +79,8 @@ def test_a_copy_is_found_however_the_calls_are_ordered():
     alone = ModelCopies(reg)
     alone.saw(policy)
     assert not alone.check()
+    # a model trained compiled (or wrapped by DDP) is compared by what it wraps
+    assert shapes(torch.compile(policy)) == shapes(old)
 
 
 class Generator(nn.Module):

@@ -16,12 +16,15 @@ from __future__ import annotations
 
 import weakref
 
+from .naming import unwrap
+
 MAX_SEEN = 64       # modules remembered as checked (a model made anew at each call is not kept)
 
 
 def shapes(module) -> tuple:
-    """The model's class and its parameters' shapes, in order: what a copy shares with it."""
-    return (type(module).__name__, *(tuple(p.shape) for p in module.parameters()))
+    """The model's class and its parameters' shapes, in order: what a copy shares with it
+    (a model wrapped by DDP or torch.compile, by what it wraps)."""
+    return (type(unwrap(module)).__name__, *(tuple(p.shape) for p in module.parameters()))
 
 
 class ModelCopies:
