@@ -280,6 +280,30 @@ def test_a_detach_that_cuts_the_graph(tmp_path, hooks_clean):
     assert found == {("a", "update", "detached")}, dbg.transitions
 
 
+def test_a_layer_whose_output_the_loss_does_not_use_is_not_cut_off(tmp_path, hooks_clean):
+    """BYOL reads its encoder's hidden layer through a hook and never uses the encoder's
+    last Linear, which an optimizer over all parameters still holds, before the projector's:
+    a dead end, not a graph cut; the layers before it get their gradients."""
+    class Learner(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.encoder = nn.Sequential(nn.Linear(8, 32), nn.ReLU(), nn.Linear(32, 10))
+            self.projector = nn.Sequential(nn.Linear(32, 16), nn.ReLU(), nn.Linear(16, 1))
+            self.hidden = None
+            self.encoder[1].register_forward_hook(lambda m, i, o: setattr(self, "hidden", o))
+
+        def forward(self, x):
+            self.encoder(x)                 # (its output, the last Linear's, is not used)
+            return self.projector(self.hidden)
+    torch.manual_seed(0)
+    model, x, y = Learner(), torch.randn(16, 8), torch.randn(16, 1)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    with NeuralDbg(trace=str(tmp_path / "t.jsonl")) as dbg:
+        train(model, x, y, steps=8, opt=opt)
+    assert model.encoder[2].weight.grad is None
+    assert not dbg.failures(), dbg.failures()
+
+
 def test_eval_mode_left_on_while_training_is_seen_and_layers_stay_observed(tmp_path, hooks_clean):
     torch.manual_seed(0)
     model = nn.Sequential(nn.Linear(8, 32), nn.ReLU(), nn.Dropout(0.2), nn.Linear(32, 1))

@@ -180,19 +180,20 @@ class StepJudge(Verdicts):
 
     def _judge_updates(self, batch, values: list, norms: dict, recs: list, step: int) -> dict:
         """Each layer's update ratio (returned: layer record -> ratio); a layer with no
-        gradient while one after it (in the optimizer's order) has one, and that ran this
-        step, had its graph cut."""
+        gradient that ran this step, before the first one (in the optimizer's order) that
+        has one, had its graph cut. (A layer with no gradient after one that has it is a
+        dead end, not a cut: an output the loss does not use, as BYOL's encoder's last
+        Linear, whose input is what its loss reads.)"""
         found = ratios(batch, values)
         groups = batch.groups
-        last = len(groups) - 1      # the last layer with a gradient, or -1
-        while last >= 0 and groups[last][0] not in norms:
-            last -= 1
+        # the first layer with a gradient (none at all: nothing is cut, -1)
+        first = next((i for i, (rec, _) in enumerate(groups) if rec in norms), -1)
         touched = set(recs)     # (a layer not called this step is not judged)
         for i, (rec, _) in enumerate(groups):
             if rec not in touched or not rec.on_update:
                 continue
             norm = norms.get(rec)
-            facts = _NO_GRAD if norm is None and i < last else None
+            facts = _NO_GRAD if norm is None and i < first else None
             x = _new(Observation, (rec.kind, None, None, None, None, None, False, norm, None,
                                    found.get(rec), None, facts))
             self._observe(rec, rec.on_update, x, step)
