@@ -85,6 +85,24 @@ def test_an_update_of_a_single_row_is_seen():
     assert sampled > 0 and exact > 0
 
 
+def test_a_1x1_conv_whose_some_inputs_are_dead_is_measured_on_the_others():
+    """A 1x1 conv (128, 32) fed by a ReLU whose channels 8 and 24 died: their weights get
+    exactly zero gradient. The sample meets every input channel, so the update of the
+    others is measured (a stride of 16 met only channels 8 and 24, and read 0: `frozen`)."""
+    torch.manual_seed(0)
+    conv = nn.Conv2d(32, 128, 1, bias=False)    # (as a residual block's 1x1 conv)
+    opt = torch.optim.SGD(conv.parameters(), lr=0.1)
+    x = torch.relu(torch.randn(8, 32, 4, 4))
+    x[:, [8, 24]] = 0
+
+    def step_once():
+        opt.zero_grad()
+        conv(x).square().mean().backward()
+        opt.step()
+    [(sampled, exact)] = sampled_and_exact(conv, opt, step_once)
+    assert abs(sampled - exact) / exact < 0.15, (sampled, exact)
+
+
 def loss_run(losses, detector=None):
     """The loss detector's states over a sequence of losses."""
     d = detector or LossDetector(TH)

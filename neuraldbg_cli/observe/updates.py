@@ -62,13 +62,16 @@ class _Watched(NamedTuple):
 
 def sampled_view(p: torch.Tensor, sample: int) -> tuple | None:
     """(a 1-D strided view of about `sample` elements of `p`, numel / elements in it), or None
-    where `p` cannot be viewed flat (sparse, or not contiguous)."""
+    where `p` cannot be viewed flat (sparse, or not contiguous). The stride is coprime with
+    an output unit's row of weights (a Linear's inputs, a conv's inputs x kernel positions),
+    so that the sample meets every input: a 1x1 conv's (128, 32) weight read every 16th
+    element would only see inputs 8 and 24, and these dead, read as not moving at all."""
     if p.is_sparse or not p.is_contiguous() or p.numel() == 0:
         return None
     flat = p.detach().view(-1)
     n = flat.numel()
     stride = max(1, n // sample)
-    row = p.shape[-1] if p.dim() > 1 else 1
+    row = n // p.shape[0] if p.dim() > 1 else 1
     while stride > 1 and math.gcd(stride, row) != 1:
         stride += 1
     view = flat[stride // 2::stride]
