@@ -496,6 +496,41 @@ def test_lbfgs_closure(tmp_path):
     assert dbg.steps == 3
 
 
+@pytest.mark.parametrize("transform", ["vmap", "grad"])
+def test_torch_func_transforms_maml(tmp_path, transform):
+    """MAML as torch.func writes it: the tasks' losses under vmap, or an inner step taken
+    with torch.func.grad. The calls inside a transform are not read (their tensors are
+    the transform's: a norm of one read at the step end fails); everything outside is."""
+    model = nn.Sequential(nn.Linear(1, 40), nn.ReLU(), nn.Linear(40, 1))
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+
+    def task_loss(params, x, y):
+        return nn.functional.mse_loss(torch.func.functional_call(model, params, (x,)), y)
+
+    def adapted_loss(params, x, y):     # one inner step, then the loss on the same task
+        grads = torch.func.grad(task_loss)(params, x, y)
+        fast = {k: p - 0.01 * grads[k] for k, p in params.items()}
+        return task_loss(fast, x, y)
+
+    def training():
+        for _ in range(12):
+            x = torch.randn(5, 10, 1)
+            params = dict(model.named_parameters())
+            if transform == "vmap":
+                loss = torch.func.vmap(task_loss, in_dims=(None, 0, 0))(params, x, torch.sin(x)).mean()
+            else:
+                loss = sum(adapted_loss(params, xi, torch.sin(xi)) for xi in x) / 5
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+
+    dbg, events = observe(tmp_path, model, training)
+    assert dbg.steps == 12
+    assert not [e for e in events if e["event"] == "warning"]
+    observed = {(t["layer"], t["signal"]) for t in dbg.transitions}
+    assert {("(loss)", "loss"), ("0", "gradient"), ("2", "gradient")} <= observed, observed
+
+
 def test_gan_two_optimizers(tmp_path):
     G = nn.Sequential(nn.Linear(4, 16), nn.ReLU(), nn.Linear(16, 8))
     D = nn.Sequential(nn.Linear(8, 16), nn.LeakyReLU(0.2), nn.Linear(16, 1))

@@ -131,6 +131,56 @@ def test_fault_in_step_reduction_does_not_end_training(tmp_path, capsys, monkeyp
     assert events[-1]["status"] == "completed"
 
 
+def test_a_run_whose_monitoring_was_switched_off_does_not_read_as_clean(tmp_path, capsys,
+                                                                       monkeypatch):
+    """A fault that switches monitoring off leaves the rest of the run unobserved: run_end
+    says from which step, and `explain` says so beside its verdict, in text and in JSON,
+    instead of "every layer stayed normal"."""
+    from neuraldbg_cli.cli import main
+
+    original = judge_mod.collect
+    calls = {"n": 0}
+
+    def faulty(*args, **kwargs):
+        calls["n"] += 1
+        if calls["n"] >= 3:
+            raise RuntimeError("reduction fault")
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(judge_mod, "collect", faulty)
+    model, x, y = model_and_data()
+    trace = tmp_path / "t.jsonl"
+    with NeuralDbg(model, trace=str(trace)):
+        train(model, x, y, steps=6)
+    assert events_of(trace)[-1]["unobserved_from"] == 2
+    capsys.readouterr()
+    assert main(["explain", str(trace)]) == 0
+    out = capsys.readouterr().out
+    assert "Not observed from step 2 on: monitoring was switched off (RuntimeError: reduction fault)" \
+        in " ".join(out.split()), out
+    assert "every layer stayed normal" not in out
+    assert main(["explain", "--json", str(trace)]) == 0
+    off = json.loads(capsys.readouterr().out)["traces"][0]["monitoring_off"]
+    assert off == {"step": 2, "message": "RuntimeError: reduction fault"}
+
+
+def test_the_run_summary_line_says_monitoring_was_switched_off(capsys):
+    from neuraldbg_cli.cli.run_cmd import _summary
+
+    class Session:
+        steps, path, off = 8000, "t.jsonl", (1, "RuntimeError: escaped")
+
+        def failures(self, states):
+            return []
+
+        def blips(self):
+            return 0
+    _summary(Session())
+    assert capsys.readouterr().err.strip() == (
+        "neuraldbg: 8000 steps, no failure detected; monitoring was switched off at step 1: "
+        "not observed from then on; trace: t.jsonl")
+
+
 def test_fault_in_input_norm_warns_once(tmp_path, capsys, monkeypatch):
     """The pseudo-layer (input) fails at every step: one warning, not one per step."""
     original = accumulator_mod.Accumulator.add_output

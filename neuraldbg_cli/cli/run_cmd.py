@@ -145,6 +145,8 @@ def _summary(session) -> None:
     failures = session.failures(failure_names())
     steps, blips = session.steps, session.blips()
     seen = f" ({blips} blip{'s' * (blips != 1)}: failures that did not last)" if blips else ""
+    if session.off is not None:     # (a clean verdict on steps nobody watched says nothing)
+        seen += f"; monitoring was switched off at step {session.off[0]}: not observed from then on"
     if not failures:
         print(f"neuraldbg: {steps} steps, no failure detected{seen}; trace: {session.path}",
               file=sys.stderr)

@@ -122,7 +122,8 @@ def to_json(analysis: Analysis) -> dict:
                "run_id": r.run_id, "status": r.status, "steps": r.steps,
                "exit_code": r.exit_code, "error": r.error,
                **({"stop": r.stop} if r.stop else {}),
-               **({"capture": _capture(r.capture)} if r.capture else {})}
+               **({"capture": _capture(r.capture)} if r.capture else {}),
+               **({"monitoring_off": r.off} if r.off else {})}
               for r in analysis.runs]
     return {"schema": 1, "traces": traces, "verdict": verdict(analysis.runs),
             "hypotheses": [to_dict(h) for h in analysis.hypotheses]}

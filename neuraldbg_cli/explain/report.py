@@ -31,8 +31,9 @@ def render(analysis) -> Group:
     """The whole report, one renderable for Console.print."""
     origins = [h for h in analysis.hypotheses if h.origin is None]
     parts = [run_line(analysis.runs), verdict_line(analysis.runs),
-             *evidence_lines(analysis.runs), Text(),
-             *hypotheses(origins, multi=len(analysis.runs) > 1)]
+             *unobserved_lines(analysis.runs), *evidence_lines(analysis.runs), Text(),
+             *hypotheses(origins, multi=len(analysis.runs) > 1,
+                         observed=not any(r.off for r in analysis.runs))]
     if analysis.episodes:
         parts += [Text(), Timeline(analysis)]
     return Group(*parts)
@@ -63,6 +64,17 @@ def verdict_line(runs) -> Text:
                       f"{first.layer} {first.signal} {first.state} at step {first.step}{where}, "
                       f"held {first.steps} steps{blip_note}"))
     return text
+
+
+def unobserved_lines(runs) -> list:
+    """Where a fault switched monitoring off: the verdict covers the steps before it only."""
+    out = []
+    for r in runs:
+        if r.off is not None:
+            on = f" on rank {r.rank}" if len(runs) > 1 else ""
+            out.append(Text(inert(f"Not observed from step {r.off['step']}{on} on: monitoring was "
+                                  f"switched off ({r.off['message']})"), style="state.dead"))
+    return out
 
 
 def evidence_lines(runs) -> list:
@@ -108,10 +120,12 @@ def _one_status(run) -> str:
     return f"{run.status}{code}" + (f": {run.error}" if run.error else "")
 
 
-def hypotheses(origins, multi: bool = False) -> list:
+def hypotheses(origins, multi: bool = False, observed: bool = True) -> list:
+    """observed: every step was (monitoring was not switched off by a fault)."""
     likely = [h for h in origins if h.confidence >= LIKELY]
     if not origins:
-        return [Text("No failure found: every layer stayed normal and every gradient healthy.",
+        return [Text("No failure found: every layer stayed normal and every gradient healthy."
+                     if observed else "No failure found in the steps observed.",
                      style="state.healthy")]
     out = [Text("Hypotheses, most likely first" if likely else
                 "No likely failure (nothing with confidence >= 0.5); weak signals:", style="title")]

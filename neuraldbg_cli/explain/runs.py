@@ -91,6 +91,7 @@ class Run:
     capture: dict | None = None     # the capture event: the evidence's file, its pinpoint
     curves: dict = field(default_factory=dict)  # layer -> [(step, rms)] from the summaries
     low: dict = field(default_factory=dict)     # layer -> "float16"/"bfloat16" it computed in
+    off: dict | None = None     # {"step", "message"}: a fault switched monitoring off there
 
     @property
     def last_step(self) -> int:
@@ -147,6 +148,15 @@ def _list(v) -> bool:
     return isinstance(v, list)
 
 
+def _switched_off(e: dict) -> dict | None:
+    """A warning that monitoring was switched off (by a fault): steps after it were not
+    observed, and a clean verdict says nothing of them."""
+    prefix = "monitoring switched off: "
+    if not e["message"].startswith(prefix) or not is_int(e.get("step")):
+        return None
+    return {"step": e["step"], "message": e["message"][len(prefix):]}
+
+
 def digest(trace: Trace) -> Run:
     """One pass over the events: per layer and signal a bounded Track, the run's facts."""
     start, end, models, hparams, notes = {}, {}, [], [], []
@@ -154,7 +164,7 @@ def digest(trace: Trace) -> Run:
     sharded, shards, classes, tracks, curves, low = set(), {}, {}, {}, {}, {}
     reached, seen = set(), 0
     good = states.ok_names()
-    ledger = capture = None
+    ledger = capture = off = None
     for e in trace.events:
         kind = e.get("event")
         if kind == "transition":
@@ -181,8 +191,10 @@ def digest(trace: Trace) -> Run:
             sharded.update(l["name"] for l in models[-1] if l.get("sharded") is True)
             _observe(observed, models[-1])
             _observe(observed, _get(e, "pseudo_layers", _list, []))
-        elif kind == "warning" and _str(e.get("message")) and len(notes) < MAX_NOTES:
-            notes.append(e)
+        elif kind == "warning" and _str(e.get("message")):
+            off = off or _switched_off(e)
+            if len(notes) < MAX_NOTES:
+                notes.append(e)
         elif kind == "run_start" and not start:
             start = e
         elif kind == "run_end":
@@ -201,7 +213,7 @@ def digest(trace: Trace) -> Run:
         seen_step=seen, notes=notes, thresholds=_get(start, "thresholds", _dict, {}),
         observed=observed, shards=shards, classes=classes,
         ledger=ledger or Ledger(Rule()), stop=_get(end, "stop", _dict), capture=capture,
-        curves=curves, low=low)
+        curves=curves, low=low, off=off)
 
 
 def _summary(e: dict, stats: dict, sharded: set, shards: dict, classes: dict,

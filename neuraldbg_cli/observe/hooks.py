@@ -18,11 +18,13 @@ from .layers import MAX_SITES
 from .optimizer_hooks import OptimizerHooks
 from .outermost import OutermostHooks
 from .residual import UNSEEN, block_of
+from .transforms import transform_level
 
 # Bound once: the hooks run for every module call (dynamo knows these functions by identity).
 _is_compiling = torch.compiler.is_compiling
 _grad_enabled = torch.is_grad_enabled
 _graph_task = getattr(torch._C, "_current_graph_task_id", lambda: -1)  # -1: not in backward
+_transform = transform_level        # None outside torch.func's transforms
 _Tensor = torch.Tensor
 _NO_KWARGS: dict = {}
 
@@ -49,8 +51,7 @@ class Hooks(OptimizerHooks, OutermostHooks):
         self.normed: list = []              # layers with a norm reading this step (norms.py)
         self.blocks: list = []              # residual blocks called this step (residual.py)
         self._last_block = None             # (block, output) of the last block called
-        self.grads: list = []               # per optimizer stepped: its GradBatch
-        self.grads_off = False
+        self.grads, self.grads_off = [], False  # per optimizer stepped: its GradBatch
         self.optimizer_steps = 0            # optimizer steps taken (scaler.py: one skipped?)
         self.inputs_checked = False         # some layer's input was checked this step
         self.eval_roots: dict = {}          # id -> outermost module whose last call was in eval()
@@ -140,9 +141,10 @@ class Hooks(OptimizerHooks, OutermostHooks):
                     root = self._roots.get(id(module))
                     if root is not None and root() is module:
                         self._outermost_return(module, args, output, kwargs)
-            # (eval-mode modules too: a model left in eval() while training is a finding; not
-            # the calls of a backward pass: gradient checkpointing recomputes what was seen)
-            if not self.observing or not _grad_enabled() or _graph_task() != -1:
+            # (eval-mode modules too: a model left in eval() while training is a finding; not a
+            # backward pass's calls, as gradient checkpointing recomputes what was seen, nor
+            # a torch.func transform's, whose tensors are its own: transforms.py)
+            if not self.observing or not _grad_enabled() or _graph_task() != -1 or _transform():
                 return
             rec = self._recs.get(id(module))
             if rec is None or rec.ref() is not module:  # new, or an id reused by a new module

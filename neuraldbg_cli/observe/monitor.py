@@ -60,6 +60,7 @@ class Monitor:
             if self.registry.scaler.watching else None
         self.copies = self.hooks.copies = ModelCopies(self.registry) \
             if self.registry.loss.watching else None
+        self.off = None             # (step, why) monitoring was switched off by a fault
 
     @property
     def steps(self) -> int:
@@ -170,8 +171,8 @@ class Monitor:
         except Exception as e:  # noqa: BLE001
             self.hooks.take()
             self.hooks.normed, self.hooks.blocks = [], []
+            self._switch_off(e)     # (dated at the step whose numbers were lost)
             self.clock.advance(complete, to)
-            self._switch_off(e)
 
     def end_step(self, complete: bool = True, to: int | None = None) -> None:
         clock, registry = self.clock, self.registry
@@ -215,6 +216,7 @@ class Monitor:
     # ---- faults ----------------------------------------------------------------------
     def _switch_off(self, error: BaseException) -> None:
         self.hooks.active = self.hooks.observing = False
+        self.off = (self.clock.step, f"{type(error).__name__}: {error}")
         self.fault("monitoring switched off", error)
 
     def fault(self, what: str, error: BaseException, layer=None) -> None:

@@ -10,6 +10,7 @@ from torch import nn
 
 from . import naming
 from .accumulator import first_tensor
+from .transforms import transform_level
 
 _graph_task = getattr(torch._C, "_current_graph_task_id", lambda: -1)  # -1: not in backward
 _Tensor = torch.Tensor
@@ -22,6 +23,8 @@ class OutermostHooks:
     copies = None       # ModelCopies (copies.py): the calls without gradients, or None
 
     def _outermost_return(self, module, args, output, kwargs) -> None:
+        if transform_level() is not None:   # (a model called inside vmap: its tensors are
+            return                          # the transform's, transforms.py)
         if self.evidence is not None:       # (a capture may need the step's inputs)
             self.evidence.saw_forward(module, args, kwargs)
         if self._input_in_kwargs:
@@ -91,7 +94,7 @@ class OutermostHooks:
         """The outermost module's input, as the pseudo-layer (input); `first`: put it before
         the layers already touched (it is read after them, when the call returns)."""
         inp = self._input
-        if not inp.skip:
+        if not inp.skip and transform_level() is None:
             new = not inp.acc.numel
             try:
                 if not inp.acc.add_output(x, defer=True):

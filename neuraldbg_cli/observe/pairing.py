@@ -21,6 +21,7 @@ import torch
 import torch.nn.functional as F
 
 from .caller_warnings import warning_from_caller
+from .transforms import transform_level
 
 ROWS = 64           # rows of the output (and the target) reduced per read step
 CLASS_LOSSES = ("cross_entropy", "nll_loss")            # class dimension 1, class-index targets
@@ -126,10 +127,11 @@ class LossCalls:
     def _wrap(self, name: str, original):
         @functools.wraps(original)
         def loss(*args, **kwargs):
-            if self.evidence is not None:   # (a capture's targets)
+            inside = transform_level() is not None     # (vmap's tensors: transforms.py)
+            if self.evidence is not None and not inside:    # (a capture's targets)
                 self.evidence.saw_loss(args, kwargs)
             if self.active and self.call is None and self._hooks.observing \
-                    and not _is_compiling():
+                    and not _is_compiling() and not inside:
                 try:
                     self._saw(name, args, kwargs)
                 except Exception as e:  # noqa: BLE001 - the user's loss must run

@@ -71,6 +71,7 @@ class Session:
             "detectors": None if signals is None else list(signals), "pid": os.getpid(),
             "run_id": os.environ.get("TORCHELASTIC_RUN_ID"), "time": _now()})
         self.monitor = None         # made once torch is imported (by the script, under `run`)
+        self._off = None            # (0, why) the monitor could not be installed
         self._model, self._every, self._signals = model, every, signals
         self._watch = None
         self._finished = False
@@ -117,6 +118,7 @@ class Session:
                 except Exception:  # noqa: BLE001
                     pass
             self.monitor = None
+            self._off = (0, f"{type(e).__name__}: {e}")
             msg = f"monitoring switched off: {type(e).__name__}: {e}"
             self.warn(msg)
             self._emit({"event": "warning", "step": 0, "layer": None, "message": msg})
@@ -129,6 +131,11 @@ class Session:
     @property
     def steps(self) -> int:
         return self.monitor.steps if self.monitor is not None else 0
+
+    @property
+    def off(self) -> tuple | None:
+        """(step, why) when a fault switched monitoring off: nothing after it was observed."""
+        return self.monitor.off if self.monitor is not None else self._off
 
     def failures(self, states) -> list:
         """The onset transitions of the episodes that count (verdict.py) in any of `states`;
@@ -170,6 +177,7 @@ class Session:
                                "exit_code": self.exit_code, "error": error,
                                "failures": self.ledger.total(self.steps, True),
                                "blips": self.blips(), "time": _now(),
-                               **({"stop": stop.to_dict()} if stop is not None else {})})
+                               **({"stop": stop.to_dict()} if stop is not None else {}),
+                               **({"unobserved_from": self.off[0]} if self.off else {})})
             self.writer.close()
         return self.exit_code
