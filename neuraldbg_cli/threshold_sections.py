@@ -156,4 +156,5 @@ class VerdictThresholds:
     """Which failure episodes fail a run and which are blips (verdict.py tells the rule)."""
     hold_steps: int = 10
     recurring: int = 5
+    recurring_within: int = 500
     at_end: tuple[str, ...] = ("stalled",)

@@ -7,7 +7,8 @@ transition as it happened; only episodes that *last* fail the run:
 - a non-finite value counts at once (one NaN written into the weights ruins every later step);
 - any other failure counts once it has held for `hold_steps` observed steps, or when the run
   ends while it still holds (it never recovered), or when its layer has fallen into it
-  `recurring` times (a loss that keeps spiking, a layer that keeps dying);
+  `recurring` times within `recurring_within` observed steps (a loss that keeps spiking, a
+  layer that keeps dying; not a converged, noisy loss with a spike every thousand steps);
 - a state named in `at_end` (a stalled loss: a slow start that learns later is no failure)
   counts only while it still holds when the run ends;
 - an episode whose transition says `no_signal` (a loss that stays flat while the weights move
@@ -31,10 +32,12 @@ KEPT = 8        # counted episodes kept per layer and signal; later ones are onl
 @dataclass(frozen=True)
 class Rule:
     """hold_steps: observed steps an episode must hold to count; recurring: the entry into a
-    state, by one layer and signal, from which each counts; at_end: states that count only
-    when still held as the run ends; every: optimizer steps per observed step (`--every`)."""
+    state, by one layer and signal, from which each counts, the entries counted within
+    `recurring_within` observed steps; at_end: states that count only when still held as
+    the run ends; every: optimizer steps per observed step (`--every`)."""
     hold_steps: int = 10
     recurring: int = 5
+    recurring_within: int = 500
     at_end: frozenset = frozenset(("stalled",))
     every: int = 1
 
@@ -50,6 +53,7 @@ class Rule:
                 else getattr(cls, key)
         at_end = v.get("at_end")
         return cls(hold_steps=count("hold_steps"), recurring=count("recurring"),
+                   recurring_within=count("recurring_within"),
                    at_end=frozenset(s for s in at_end if isinstance(s, str))
                    if isinstance(at_end, (list, tuple)) else cls.at_end,
                    every=every if isinstance(every, int) and every > 0 else 1)
@@ -94,7 +98,7 @@ class Ledger:
         self.rule = rule
         self._open: dict = {}               # (layer, signal) -> (transition, nth entry)
         self._closed: dict = {}             # (layer, signal) -> [Held] counted, at most KEPT
-        self._entries: dict = {}            # (layer, signal, state) -> times entered
+        self._entries: dict = {}            # (layer, signal, state) -> the last entries' steps
         self.extra = 0                      # counted episodes past KEPT
         self.blips = 0                      # closed episodes that did not count
 
@@ -113,9 +117,13 @@ class Ledger:
                 self.blips += 1
         known = states.state_of(t["signal"], t["to"])
         if known is not None and known.failure:
-            entry = (*key, t["to"])
-            nth = self._entries[entry] = self._entries.get(entry, 0) + 1
-            self._open[key] = (t, nth)
+            # the entries into this state within the window, this one included (the last
+            # `recurring` kept: bounded)
+            rule, entry = self.rule, (*key, t["to"])
+            since = step - rule.recurring_within * rule.every
+            recent = [s for s in self._entries.get(entry, ()) if s > since] + [step]
+            self._entries[entry] = recent = recent[-rule.recurring:]
+            self._open[key] = (t, len(recent))
 
     def _held(self, t: dict, nth: int, held: int, open_: bool, ended: bool) -> Held:
         counted = self.rule.counts(t["to"], held, open_, ended, nth, t.get("stats"))

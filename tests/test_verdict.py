@@ -38,6 +38,13 @@ def _ledger(*transitions):
     # dying and reviving again and again: from the 5th time
     ([(0, "normal", {})] + [(10 * k + d, s, {}) for k in range(1, 6)
                             for d, s in ((0, "dead"), (3, "normal"))], 100, 1),
+    # ... but five short deaths a thousand steps apart are five blips (a converged, noisy
+    # loss spiking now and then: MAML's tasks, sampled anew each step)
+    ([(0, "normal", {})] + [(1000 * k + d, s, {}) for k in range(1, 6)
+                            for d, s in ((0, "dead"), (3, "normal"))], 6000, 0),
+    # ... and five within the window (500 steps) count from the 5th
+    ([(0, "normal", {})] + [(120 * k + d, s, {}) for k in range(1, 6)
+                            for d, s in ((0, "dead"), (3, "normal"))], 1000, 1),
 ])
 def test_only_failures_that_last_count(story, steps, counted):
     ledger = _ledger(*story)
@@ -57,8 +64,9 @@ def test_a_stall_counts_only_while_the_run_ends_in_it():
 
 
 def test_the_rule_is_read_from_the_trace_thresholds():
-    rule = Rule.of({"hold_steps": 3, "recurring": 2, "at_end": []}, every=2)
-    assert (rule.hold_steps, rule.recurring, rule.at_end, rule.every) == (3, 2, frozenset(), 2)
+    rule = Rule.of({"hold_steps": 3, "recurring": 2, "recurring_within": 50, "at_end": []}, every=2)
+    assert (rule.hold_steps, rule.recurring, rule.recurring_within, rule.at_end, rule.every) == \
+        (3, 2, 50, frozenset(), 2)
     assert rule.counts("dead", held=6, open_=False, ended=True)
     assert not rule.counts("dead", held=5, open_=False, ended=True)
     assert Rule.of(None) == Rule()      # a trace from before the verdict: the defaults
