@@ -169,7 +169,12 @@ def test_fsdp2_classes_are_known_by_the_users_class_name():
 
 # ---- end to end: 2 ranks under torchrun, against plain torchrun and one unsharded process ----
 def _run(cmd, cwd, env=ENV):
-    proc = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=180, env=env)
+    for _ in range(2):
+        proc = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=180, env=env)
+        # gloo's teardown now and then aborts a rank after the script has finished, plain
+        # torchrun too (about 1 run in 20 on a 2-core machine): run it once more
+        if proc.returncode == 0 or "terminate called without an active exception" not in proc.stderr:
+            break
     assert proc.returncode == 0, proc.stderr[-3000:]
     return proc
 
