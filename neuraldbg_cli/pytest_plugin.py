@@ -18,6 +18,10 @@ DEFAULT_FAIL_ON = "dead,nonfinite"
 _KEY = pytest.StashKey()
 
 
+class MonitoringOffWarning(UserWarning):
+    """A fault switched monitoring off during the test: its verdict covers part of it."""
+
+
 def pytest_configure(config) -> None:
     config.addinivalue_line(
         "markers", "neuraldbg(fail_on='dead,nonfinite', model=None, thresholds=None, every=1): "
@@ -52,6 +56,10 @@ def pytest_runtest_call(item):
         return
     error = outcome.excinfo[1] if outcome.excinfo else None
     _close(dbg, error)
+    if dbg.unobserved_from is not None:    # (a pass then speaks of the steps before it only)
+        step, why = dbg.unobserved_from
+        item.warn(MonitoringOffWarning(f"neuraldbg: not observed from step {step} on: "
+                                       f"monitoring was switched off ({why})"))
     if error is None and dbg.failed:
         failure = pytest.fail.Exception(explanation(dbg), pytrace=False)
         if hasattr(outcome, "force_exception"):         # pluggy >= 1.1

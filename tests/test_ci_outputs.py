@@ -31,13 +31,14 @@ def parse_junit(path) -> ET.Element:
         assert suite.get("name") and int(suite.get("tests")) == len(cases)
         assert int(suite.get("failures")) == sum(c.find("failure") is not None for c in cases)
         assert int(suite.get("errors")) == sum(c.find("error") is not None for c in cases)
+        assert int(suite.get("skipped")) == sum(c.find("skipped") is not None for c in cases)
         for c in cases:
             assert c.get("name") and c.get("classname") and c.get("time") is not None
             outcomes = c.findall("failure") + c.findall("error") + c.findall("skipped")
             assert len(outcomes) <= 1
             for o in outcomes:
                 assert o.get("message") and o.get("type")
-    for key in ("tests", "failures", "errors"):
+    for key in ("tests", "failures", "errors", "skipped"):
         assert int(root.get(key)) == sum(int(s.get(key)) for s in suites)
     return root
 

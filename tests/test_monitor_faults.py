@@ -138,6 +138,48 @@ def test_a_run_whose_monitoring_was_switched_off_does_not_read_as_clean(tmp_path
     instead of "every layer stayed normal"."""
     from neuraldbg_cli.cli import main
 
+    trace = tmp_path / "t.jsonl"
+    _switched_off_at_step_2(trace, monkeypatch)
+    assert events_of(trace)[-1]["unobserved_from"] == 2
+    capsys.readouterr()
+    assert main(["explain", str(trace)]) == 0
+    out = capsys.readouterr().out
+    assert "Not observed from step 2 on: monitoring was switched off (RuntimeError: reduction fault)" \
+        in " ".join(out.split()), out
+    assert "every layer stayed normal" not in out
+    assert main(["explain", "--json", str(trace)]) == 0
+    off = json.loads(capsys.readouterr().out)["traces"][0]["monitoring_off"]
+    assert off == {"step": 2, "message": "RuntimeError: reduction fault"}
+
+
+def test_every_report_says_monitoring_was_switched_off(tmp_path, monkeypatch):
+    """What CI reads says it too: JUnit a skipped `monitoring` case, GitHub a warning
+    annotation and the summary, the HTML report a warning; none says "stayed normal"."""
+    import xml.etree.ElementTree as ET
+
+    from neuraldbg_cli.explain.analysis import analyze
+    from neuraldbg_cli.publish import github, html, junit
+    from neuraldbg_cli.trace import open_trace
+
+    trace = tmp_path / "t.jsonl"
+    _switched_off_at_step_2(trace, monkeypatch)
+    said = "Not observed from step 2 on: monitoring was switched off (RuntimeError: reduction fault)"
+    analysis = analyze([open_trace(str(trace))])
+    suite = ET.fromstring(junit.to_xml(analysis, {"dead"})).find("testsuite")
+    case = next(c for c in suite.iter("testcase") if c.get("name") == "monitoring")
+    assert case.find("skipped").get("message") == said
+    assert suite.get("skipped") == "1" and int(suite.get("tests")) == len(suite.findall("testcase"))
+    assert suite.get("failures") == "0" and suite.get("errors") == "0"
+    notes = github.annotations(analyze([open_trace(str(trace))]), set(), env={})
+    assert notes[0].startswith("::warning title=neuraldbg%3A monitoring switched off::" + said)
+    summary = github.summary(analyze([open_trace(str(trace))]), set())
+    assert said in summary and "stayed normal" not in summary
+    page = html.build([str(trace)])
+    assert page["warnings"][0] == said and page["heading"] == "No failure found in the steps observed."
+
+
+def _switched_off_at_step_2(trace, monkeypatch) -> None:
+    """A short training whose reductions fail from the third step end on."""
     original = judge_mod.collect
     calls = {"n": 0}
 
@@ -149,19 +191,10 @@ def test_a_run_whose_monitoring_was_switched_off_does_not_read_as_clean(tmp_path
 
     monkeypatch.setattr(judge_mod, "collect", faulty)
     model, x, y = model_and_data()
-    trace = tmp_path / "t.jsonl"
-    with NeuralDbg(model, trace=str(trace)):
+    with NeuralDbg(model, trace=str(trace)) as dbg:
         train(model, x, y, steps=6)
-    assert events_of(trace)[-1]["unobserved_from"] == 2
-    capsys.readouterr()
-    assert main(["explain", str(trace)]) == 0
-    out = capsys.readouterr().out
-    assert "Not observed from step 2 on: monitoring was switched off (RuntimeError: reduction fault)" \
-        in " ".join(out.split()), out
-    assert "every layer stayed normal" not in out
-    assert main(["explain", "--json", str(trace)]) == 0
-    off = json.loads(capsys.readouterr().out)["traces"][0]["monitoring_off"]
-    assert off == {"step": 2, "message": "RuntimeError: reduction fault"}
+    monkeypatch.undo()
+    assert dbg.unobserved_from == (2, "RuntimeError: reduction fault")
 
 
 def test_the_run_summary_line_says_monitoring_was_switched_off(capsys):

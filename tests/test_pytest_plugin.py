@@ -111,3 +111,23 @@ def test_hooks_are_gone_after_the_test(tmp_path):
     ''')
     assert "PASSED test_training.py::test_later" in proc.stdout, proc.stdout
     assert "FAILED test_training.py::test_observed" in proc.stdout
+
+
+def test_a_test_whose_monitoring_was_switched_off_passes_with_a_warning_saying_so(tmp_path):
+    """A fault in neuraldbg never fails the user's test; the pass then speaks of the steps
+    before it only, and the warnings summary says from which step."""
+    proc = run_suite(tmp_path, '''
+        def test_trains(neuraldbg, monkeypatch):
+            import neuraldbg_cli.observe.judge as judge
+
+            def faulty(*args, **kwargs):
+                raise RuntimeError("reduction fault")
+
+            monkeypatch.setattr(judge, "collect", faulty)
+            train(lr_after=0.01)
+            assert neuraldbg.unobserved_from == (0, "RuntimeError: reduction fault")
+    ''')
+    assert proc.returncode == 0, proc.stdout
+    assert "1 passed" in proc.stdout, proc.stdout
+    assert ("MonitoringOffWarning: neuraldbg: not observed from step 0 on: monitoring was "
+            "switched off (RuntimeError: reduction fault)") in proc.stdout, proc.stdout

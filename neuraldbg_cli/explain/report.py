@@ -32,8 +32,7 @@ def render(analysis) -> Group:
     origins = [h for h in analysis.hypotheses if h.origin is None]
     parts = [run_line(analysis.runs), verdict_line(analysis.runs),
              *unobserved_lines(analysis.runs), *evidence_lines(analysis.runs), Text(),
-             *hypotheses(origins, multi=len(analysis.runs) > 1,
-                         observed=not any(r.off for r in analysis.runs))]
+             *hypotheses(origins, multi=len(analysis.runs) > 1, runs=analysis.runs)]
     if analysis.episodes:
         parts += [Text(), Timeline(analysis)]
     return Group(*parts)
@@ -68,13 +67,20 @@ def verdict_line(runs) -> Text:
 
 def unobserved_lines(runs) -> list:
     """Where a fault switched monitoring off: the verdict covers the steps before it only."""
-    out = []
-    for r in runs:
-        if r.off is not None:
-            on = f" on rank {r.rank}" if len(runs) > 1 else ""
-            out.append(Text(inert(f"Not observed from step {r.off['step']}{on} on: monitoring was "
-                                  f"switched off ({r.off['message']})"), style="state.dead"))
-    return out
+    return [Text(line, style="state.dead") for line in unobserved(runs)]
+
+
+def unobserved(runs) -> list:
+    """The same as plain lines (JUnit, GitHub, the HTML report say it in these words)."""
+    return [inert(f"Not observed from step {r.off['step']}"
+                  f"{f' on rank {r.rank}' if len(runs) > 1 else ''} on: monitoring was "
+                  f"switched off ({r.off['message']})") for r in runs if r.off is not None]
+
+
+def no_failure(runs) -> str:
+    """What a report without hypotheses says: of every step, or of the steps observed."""
+    return ("No failure found in the steps observed." if any(r.off for r in runs) else
+            "No failure found: every layer stayed normal and every gradient healthy.")
 
 
 def evidence_lines(runs) -> list:
@@ -120,13 +126,11 @@ def _one_status(run) -> str:
     return f"{run.status}{code}" + (f": {run.error}" if run.error else "")
 
 
-def hypotheses(origins, multi: bool = False, observed: bool = True) -> list:
-    """observed: every step was (monitoring was not switched off by a fault)."""
+def hypotheses(origins, multi: bool = False, runs=()) -> list:
+    """runs: the runs read (whether each step of them was observed)."""
     likely = [h for h in origins if h.confidence >= LIKELY]
     if not origins:
-        return [Text("No failure found: every layer stayed normal and every gradient healthy."
-                     if observed else "No failure found in the steps observed.",
-                     style="state.healthy")]
+        return [Text(no_failure(runs), style="state.healthy")]
     out = [Text("Hypotheses, most likely first" if likely else
                 "No likely failure (nothing with confidence >= 0.5); weak signals:", style="title")]
     for n, h in enumerate(origins[:SHOWN]):

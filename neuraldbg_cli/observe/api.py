@@ -75,6 +75,12 @@ class NeuralDbg:
         return self.session.steps if self.session else 0
 
     @property
+    def unobserved_from(self) -> tuple | None:
+        """(step, why) when a fault switched monitoring off: the steps from it on were not
+        observed, and `failed` speaks of the steps before it only; else None."""
+        return self.session.off if self.session else None
+
+    @property
     def failed(self) -> bool:
         """True when a failure in a `fail_on` state counts (verdict.py: it lasted)."""
         return bool(self.session and self.session.failures(self.fail_on))

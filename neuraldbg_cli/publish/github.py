@@ -32,6 +32,8 @@ def _prop(s: str) -> str:
 def annotations(analysis, fail_on, env=None) -> list:
     """One workflow command per likely origin, an error where its state fails the gate,
     else a warning; attached to the script when it lies in the workspace."""
+    from ..explain.report import unobserved
+
     env = os.environ if env is None else env
     fail_on = set(fail_on or ())
     multi = len(analysis.runs) > 1
@@ -42,7 +44,9 @@ def annotations(analysis, fail_on, env=None) -> list:
                     key=lambda h: h.step, default=None)
         if first is not None and first not in chosen:
             chosen.append(first)
-    out = []
+    # a verdict that covers only part of the run says so first
+    out = [f"::warning title={_prop('neuraldbg: monitoring switched off')}::{_data(line)}"
+           for line in unobserved(analysis.runs)]
     for h in chosen:
         level = "error" if h.symptom in fail_on and fails(h) else "warning"
         props = [f"title={_prop(f'neuraldbg: {h.symptom} {h.signal} in {text.where(h)}')}"]
@@ -82,17 +86,18 @@ def _cell(s) -> str:
 def summary(analysis, fail_on) -> str:
     """The step summary: the run, the gate's verdict, the hypotheses as a table, the top
     ones in full."""
-    from ..explain.report import run_line
+    from ..explain.report import no_failure, run_line, unobserved
     from ..explain.runs import gate
 
     fail_on = set(fail_on or ())
     failed = gate(analysis.runs, fail_on)
     origins = [h for h in analysis.hypotheses if h.origin is None]
     lines = ["## neuraldbg", "", _line(run_line(analysis.runs).plain), ""]
+    lines += [f"**{_line(line)}**\n" for line in unobserved(analysis.runs)]
     if failed:
         lines += [f"**Failed**: {', '.join(failed)} detected (--fail-on {','.join(sorted(fail_on))}).", ""]
     if not origins:
-        lines.append("No failure found: every layer stayed normal and every gradient healthy.")
+        lines.append(no_failure(analysis.runs))
         return "\n".join(lines) + "\n"
     lines += ["| # | state | layer | step | cause | confidence |",
               "| --- | --- | --- | --- | --- | --- |"]

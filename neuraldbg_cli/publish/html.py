@@ -78,7 +78,7 @@ def build(paths: list[str], output: str | None = None) -> dict:
         trace.events = sink.tap(trace.events)
     analysis = analyze(traces)
     runs = analysis.runs
-    notes = [w for t in traces for w in t.warnings] + mixed(runs)
+    notes = text_report.unobserved(runs) + [w for t in traces for w in t.warnings] + mixed(runs)
     notes += [n for c in curves for n in c.notes()]
     last = max([r.last_step for r in runs] + [c.last for c in curves])
     origins = [h for h in analysis.hypotheses if h.origin is None]
@@ -91,7 +91,7 @@ def build(paths: list[str], output: str | None = None) -> dict:
         "title": inert(runs[0].script),
         "run_line": text_report.run_line(runs).plain,
         # the heading `explain` prints (its wording and its 0.5 threshold, kept in one place)
-        "heading": text_report.hypotheses(origins)[0].plain,
+        "heading": text_report.hypotheses(origins, runs=runs)[0].plain,
         "verdict": "none" if not origins else "likely" if origins[0].confidence >= text_report.LIKELY
         else "weak",
         "warnings": [inert(w) for w in notes],

@@ -44,15 +44,14 @@ def to_xml(analysis, fail_on) -> bytes:
     fail_on = set(fail_on or ())
     multi = len(analysis.runs) > 1
     top = ET.Element("testsuites", name="neuraldbg")
-    totals = [0, 0, 0]
+    totals = dict.fromkeys(("tests", "failures", "errors", "skipped"), 0)
     for run in analysis.runs:
         suite = _suite(analysis, run, fail_on, multi)
         top.append(suite)
-        for i, key in enumerate(("tests", "failures", "errors")):
-            totals[i] += int(suite.get(key))
-    top.set("tests", str(totals[0]))
-    top.set("failures", str(totals[1]))
-    top.set("errors", str(totals[2]))
+        for key in totals:
+            totals[key] += int(suite.get(key))
+    for key, n in totals.items():
+        top.set(key, str(n))
     top.set("time", "0")
     ET.indent(top)
     return ET.tostring(top, encoding="UTF-8", xml_declaration=True) + b"\n"
@@ -75,7 +74,9 @@ def _suite(analysis, run, fail_on: set, multi: bool) -> ET.Element:
                              name=_x(f"{layer} {signal}"), time="0")
         failures += _judge_case(case, analysis, run, layer, signal, fail_on, multi)
     errors += _run_case(suite, run, classname)
-    suite.set("tests", str(len(cases) + 1))
+    skipped = _monitoring_case(suite, run, classname)
+    suite.set("tests", str(len(cases) + 1 + skipped))
+    suite.set("skipped", str(skipped))
     suite.set("failures", str(failures))
     suite.set("errors", str(errors))
     return suite
@@ -133,4 +134,16 @@ def _run_case(suite, run, classname: str) -> int:
         message = f"{run.status} (exit {run.exit_code})" + (f": {run.error}" if run.error else "")
         kind = run.status
     ET.SubElement(case, "error", message=_x(message), type=_x(kind))
+    return 1
+
+
+def _monitoring_case(suite, run, classname: str) -> int:
+    """Where a fault switched monitoring off, a skipped case says from which step: the cases
+    above passed on the steps before it only (1), else nothing (0)."""
+    if run.off is None:
+        return 0
+    from ..explain.report import unobserved
+
+    case = ET.SubElement(suite, "testcase", classname=_x(classname), name="monitoring", time="0")
+    ET.SubElement(case, "skipped", message=_x(unobserved([run])[0]))
     return 1
