@@ -42,8 +42,9 @@ def test_constant_learning_rate_too_high_outranks_the_deaths_it_causes(tmp_path)
     assert all(h.cause == "upstream" and h.origin is top for h in dead)
 
 
-def spike(t, step, loss=6.0, median=1.3):
-    t.tr(step, "(loss)", "spiking", signal="loss", loss=loss, loss_median=median, loss_start=1.6)
+def spike(t, step, loss=6.0, median=1.3, **stats):
+    t.tr(step, "(loss)", "spiking", signal="loss", loss=loss, loss_median=median, loss_start=1.6,
+         **stats)
     return t.tr(step + 1, "(loss)", "normal", signal="loss", loss=median)
 
 
@@ -74,6 +75,19 @@ def test_a_loss_swinging_all_run_is_one_instability_of_the_rate(tmp_path):
     assert (top.symptom, top.step, top.cause) == ("spiking", 9, "learning_rate")
     assert len(origins(a)) == 1 and top.confidence >= 0.5
     assert "the loss spiked 8 more times" in top.summary
+
+
+@pytest.mark.parametrize("moved, blamed", [(1.5, True), (0.03, True), (1.8e-3, False)])
+def test_spikes_while_the_weights_moved_at_a_healthy_pace_do_not_blame_the_rate(
+        tmp_path, moved, blamed):
+    """The same swinging loss, told the median update ratio of its steps (the loss detector's
+    `update_median`): steps far above 1e-3 of the weights are the rate's; steps of 1.8e-3
+    (a DQN's, whose targets moved) are not, whatever the loss did."""
+    t = TraceMaker(lr=1e-3, optimizer="Adam")
+    for step in (9, 15, 24, 30, 35, 57, 61, 100, 140):
+        spike(t, step, loss=20.0, median=1.0, update_median=moved)
+    causes = {h.cause for h in explain(tmp_path, t.end(200)).hypotheses}
+    assert ("learning_rate" in causes) == blamed, causes
 
 
 def test_one_spike_long_before_a_death_does_not_blame_the_rate(tmp_path):

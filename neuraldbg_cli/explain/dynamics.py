@@ -13,6 +13,7 @@ LOSS = states.LOSS.name
 UPDATE = states.UPDATE.name
 
 HEALTHY_UPDATE = 1e-3   # ||dW|| / ||W|| a step: the practitioner's rule of thumb for healthy
+CALM_UPDATE = 2 * HEALTHY_UPDATE    # a loss spike with updates no larger: not the rate's
 WARMUP_STEPS = 100      # a failure this early, with the full rate from step 0: no warm-up
 # What updates too large bring about (in the model, the loss, or the updates themselves).
 _STRUCK = ("dead", "saturated", "anomalous", "exploding", "vanishing", "nonfinite",
@@ -44,7 +45,8 @@ def rate_too_high(ep, ctx):
     # (the spikes before the onset; for the loss itself, every other spike of the run: a loss
     # that keeps swinging is the instability a rate too high brings)
     until = ctx.runs[ep.run].last_step if ep.signal == LOSS else ep.onset
-    spikes = [s for s in ctx.stretches(ep.run, LOSS, "spiking", until) if s.onset != ep.onset]
+    spikes = [s for s in ctx.stretches(ep.run, LOSS, "spiking", until)
+              if s.onset != ep.onset and not _calm(s)]
     n = len(spikes) + (ctx.folded(ep.run, ep.layer, LOSS) if ep.signal == LOSS else 0)
     # (a loss that spikes again and again is evidence as strong as updates seen too large)
     swings = min(0.85, 0.65 + 0.05 * n) if n >= 2 else 0.0
@@ -67,6 +69,13 @@ def rate_too_high(ep, ctx):
         why = f"the loss spiked {_times(n, ep.signal == LOSS)}"
     return Finding("learning_rate", strength, f"{why}: the learning rate{lr} is too high for this model",
                    tuple(e for e in evidence if e), _FIX_UPDATES)
+
+
+def _calm(spike) -> bool:
+    """A spike while the weights moved at a healthy pace (the loss detector's median update
+    ratio): a batch unlike the others or targets that moved, not steps too large."""
+    moved = spike.stats.get("update_median")
+    return is_number(moved) and moved <= CALM_UPDATE
 
 
 def _updates_told(big: list) -> list:

@@ -68,7 +68,10 @@ class LossDetector(Detector):
         if recent > th.diverging_factor * start and h.recent.size >= th.window // 2:
             return "diverging", {"loss_median": recent, "loss_start": start}
         if loss > th.spike_factor * recent and loss > start:
-            return "spiking", {"urgent": True, "loss_median": recent, "loss_start": start}
+            said = {"urgent": True, "loss_median": recent, "loss_start": start}
+            if h.moves.size:    # (the pace of the weights: a rate too high, or a bad batch)
+                said["update_median"] = h.moves.median()
+            return "spiking", said
         if h.steps >= th.stall_after and min(h.lowest, recent) >= th.stall_fraction * start:
             said = {"loss_median": recent, "loss_start": start}
             return "stalled", {**said, **_why_stalled(h, th)}
