@@ -70,7 +70,7 @@ def test_two_models_get_distinct_names(tmp_path):
             opt.step()
     evs = trace_events(tmp_path / "t.jsonl")
     layers = {e["layer"] for e in evs if e["event"] == "transition"}
-    assert {"0", "1", "2", "Critic.0", "Critic.1", "Critic.2"} <= layers
+    assert {"0", "1", "2", "critic.0", "critic.1", "critic.2"} <= layers    # (the script's name)
     assert [e["root"] for e in evs if e["event"] == "model"] == ["Sequential", "Critic"]
 
 

@@ -267,7 +267,7 @@ def test_submodules_called_on_their_own_are_named_in_their_model(tmp_path, hooks
 
 def test_a_replaced_head_is_not_named_in_the_model_it_left(tmp_path, hooks_clean):
     """A module taken out of a model (its place given to a new head) and called on its own
-    is a model of its own again."""
+    is a model of its own again, named by the script's variable that holds it."""
     with NeuralDbg(trace=str(tmp_path / "t.jsonl")):
         torch.manual_seed(0)
         model = nn.Sequential(nn.Linear(16, 16), nn.ReLU())
@@ -280,7 +280,7 @@ def test_a_replaced_head_is_not_named_in_the_model_it_left(tmp_path, hooks_clean
             loss.backward()
             opt.step()
     models = [e for e in trace_events(tmp_path / "t.jsonl") if e["event"] == "model"]
-    assert [[l["name"] for l in m["layers"]] for m in models] == [["0", "1"], ["Linear"]]
+    assert [[l["name"] for l in m["layers"]] for m in models] == [["0", "1"], ["old"]]
 
 
 class Attention(nn.Module):
@@ -310,3 +310,32 @@ def test_a_healthy_attention_is_observed_and_not_flagged(tmp_path, hooks_clean):
     dbg = run(tmp_path, Attention(), steps=30, x=torch.randn(32, 5, 16))
     assert not dbg.failures(), dbg.failures()
     assert "attn" in summarised(tmp_path)
+
+
+def test_models_whose_names_collide_take_the_scripts_names_for_them(tmp_path, hooks_clean):
+    """A CycleGAN calls two generators and two discriminators, each through a variable: the
+    later ones are named by it ('G_BA.model.0'), not 'Gen.model.0' and 'Disc#2.model.0'.
+    A model the script holds in no variable of the calling frame keeps its class name."""
+    class Gen(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 4))
+
+        def forward(self, x):
+            return self.model(x)
+
+    class Disc(Gen):
+        pass
+
+    G_AB, G_BA, D_A, D_B, extra = Gen(), Gen(), Disc(), Disc(), [Disc()]
+    opt = torch.optim.Adam([p for m in (G_AB, G_BA, D_A, D_B, extra[0]) for p in m.parameters()])
+    with NeuralDbg(trace=str(tmp_path / "t.jsonl")):
+        for _ in range(3):
+            a, b = torch.randn(8, 4), torch.randn(8, 4)
+            loss = (D_B(G_AB(a)).mean() + D_A(G_BA(b)).mean() + extra[0](a).mean())
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+    models = [e for e in trace_events(tmp_path / "t.jsonl") if e["event"] == "model"]
+    assert [m["layers"][0]["name"] for m in models] == [
+        "model.0", "D_B.model.0", "G_BA.model.0", "D_A.model.0", "Disc.model.0"]

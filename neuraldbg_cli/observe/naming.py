@@ -3,8 +3,11 @@ the module it was assigned into), without the prefixes that wrappers (torch.comp
 FSDP, activation checkpointing, Lightning's strategies) insert."""
 from __future__ import annotations
 
+import os
+import sys
 import weakref
 
+import torch
 from torch import nn
 
 from ..trace import ROOT_LAYER
@@ -47,16 +50,49 @@ def qualified_names(root: nn.Module) -> dict:
     return names
 
 
-def prefixed(names: dict, root: nn.Module, taken: set) -> dict:
+def prefixed(names: dict, root: nn.Module, taken: set, called: nn.Module | None = None) -> dict:
     """Names of a second outermost module (a GAN's discriminator, say) that would collide
-    with the first one's get its class name as a prefix: 'Discriminator.fc1'."""
+    with the first one's get a prefix: the script's name for it where the code that called
+    it (`called`, the module called: `root` or a part of it) holds it in a variable,
+    'netD.fc1'; else its class name, 'Discriminator.fc1'."""
     if not taken.intersection(names.values()):
         return names
-    prefix = class_name(unwrap(root))
+    prefix = _variable_name(root, called) or class_name(unwrap(root))
+    if prefix in taken:
+        prefix = class_name(unwrap(root))
     base, n = prefix, 2
     while prefix in taken:
         prefix, n = f"{base}#{n}", n + 1
     return {i: prefix if n_ == ROOT_LAYER else f"{prefix}.{n_}" for i, n_ in names.items()}
+
+
+# Code whose frames stand between the script's call and the registry (torch's module call,
+# neuraldbg's hooks): the script's own frame is the first outside them.
+_INSIDE = (os.path.dirname(torch.__file__) + os.sep,
+           os.path.dirname(os.path.dirname(__file__)) + os.sep)
+_LOOKED_AT = 40     # frames at most
+
+
+def _variable_name(root: nn.Module, called: nn.Module | None) -> str | None:
+    """The name of the variable that holds `root` (or the module called, or a wrapper of it)
+    in the script's frame that called it, 'G_BA' for `G_BA(real_A)`; None where none does
+    (a module called through an attribute: `self.generator(z)`). Read once per model."""
+    wanted = {id(root), id(called)}
+    frame = sys._getframe(1)
+    for _ in range(_LOOKED_AT):
+        if frame is None:
+            return None
+        if not frame.f_code.co_filename.startswith(_INSIDE):
+            break
+        frame = frame.f_back
+    else:
+        return None
+    for scope in (frame.f_locals, frame.f_globals):     # (a training loop at module level)
+        for name, value in scope.items():
+            if name != "self" and isinstance(value, nn.Module) and name.isidentifier() \
+                    and (id(value) in wanted or id(unwrap(value)) in wanted):
+                return name
+    return None
 
 
 class Parents:

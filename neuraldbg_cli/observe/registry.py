@@ -155,7 +155,7 @@ class Registry:
         if self.name(called) is not None and not inner:
             return          # named already, as a part of a model called before
         taken = {n for i, (_, n) in self.names.items() if i not in names}
-        names = naming.prefixed(names, root, taken)
+        names = naming.prefixed(names, root, taken, called)
         self.names.update({id(m): (weakref.ref(m), names[id(m)]) for m in root.modules()})
         layers, seen = [], []
         for module in root.modules():
