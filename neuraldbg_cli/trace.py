@@ -73,13 +73,14 @@ class TraceWriter:
 
     def __init__(self, path: str, warn=None):
         self.path = path
+        self._pid = os.getpid()     # (a forked child, a Hogwild trainer, writes nothing here)
         self._file = open(path, "wb", buffering=0)
         self._good = 0          # offset just past the last complete line
         self._broken = False
         self._warn = warn or (lambda msg: print(f"neuraldbg: {msg}", file=sys.stderr))
 
     def write(self, event: dict) -> None:
-        if self._broken:
+        if self._broken or os.getpid() != self._pid:
             return
         try:
             text = _encode(event)

@@ -90,6 +90,19 @@ def test_spikes_while_the_weights_moved_at_a_healthy_pace_do_not_blame_the_rate(
     assert ("learning_rate" in causes) == blamed, causes
 
 
+def test_spikes_long_gone_or_a_change_of_the_input_do_not_blame_the_rate(tmp_path):
+    """pytorch/examples' actor-critic: two spikes of its episodic loss early on, then 250
+    steps later a head `anomalous` and the input's scale changing as the policy balances the
+    pole. Neither is the rate's: the spikes are long gone, and no step of the model's makes
+    its input."""
+    t = TraceMaker(lr=1e-3, optimizer="Adam")
+    for step in (31, 41):
+        spike(t, step, loss=60.0, median=13.0)
+    t.tr(291, "net.4", "anomalous", rms=9.0).tr(372, "(input)", "anomalous", rms=0.2)
+    causes = {(h.layer, h.cause) for h in explain(tmp_path, t.end(600)).hypotheses}
+    assert ("net.4", "learning_rate") not in causes and ("(input)", "learning_rate") not in causes, causes
+
+
 def test_one_spike_long_before_a_death_does_not_blame_the_rate(tmp_path):
     t = spike(TraceMaker(lr=0.01), 10).tr(90, "net.3", "dead", dead_ratio=0.91)
     assert explain(tmp_path, t.end(200)).hypotheses[0].cause == "unknown"

@@ -339,3 +339,31 @@ def test_models_whose_names_collide_take_the_scripts_names_for_them(tmp_path, ho
     models = [e for e in trace_events(tmp_path / "t.jsonl") if e["event"] == "model"]
     assert [m["layers"][0]["name"] for m in models] == [
         "model.0", "D_B.model.0", "G_BA.model.0", "D_A.model.0", "Disc.model.0"]
+
+
+def test_a_float_mask_passed_to_the_model_is_not_its_input(tmp_path, hooks_clean):
+    """A seq2seq transformer called as model(src, tgt, src_mask, tgt_mask) with token ids and
+    nn.Transformer's causal mask (0 and -inf): the first floating-point argument is the mask,
+    which is not a NaN batch (it failed the run as `(input)` nonfinite)."""
+    class Seq2Seq(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.emb = nn.Embedding(50, 16)
+            self.t = nn.Transformer(16, 2, 1, 1, 32, dropout=0.0)
+            self.out = nn.Linear(16, 50)
+
+        def forward(self, src, tgt, src_mask, tgt_mask):
+            return self.out(self.t(self.emb(src), self.emb(tgt), src_mask, tgt_mask))
+    torch.manual_seed(0)
+    model = Seq2Seq()
+    opt = torch.optim.Adam(model.parameters(), 1e-3)
+    mask = nn.Transformer.generate_square_subsequent_mask(6)
+    with NeuralDbg(trace=str(tmp_path / "t.jsonl")) as dbg:
+        for _ in range(4):
+            src = torch.randint(0, 50, (6, 4))
+            out = model(src, src.flip(0), None, mask)
+            loss = F.cross_entropy(out.reshape(-1, 50), src.flip(0).reshape(-1))
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+    assert not dbg.failures(), dbg.failures()

@@ -323,14 +323,43 @@ def test_a_layer_whose_output_the_loss_does_not_use_is_not_cut_off(tmp_path, hoo
 
 
 def test_eval_mode_left_on_while_training_is_seen_and_layers_stay_observed(tmp_path, hooks_clean):
+    """Once a model is found training in eval(), its eval() calls are training: a NaN batch
+    two steps later is placed at its layers."""
     torch.manual_seed(0)
     model = nn.Sequential(nn.Linear(8, 32), nn.ReLU(), nn.Dropout(0.2), nn.Linear(32, 1))
     x, y = torch.randn(16, 8), torch.randn(16, 1)
+
+    def before(step):
+        if step == 2:
+            model.eval()
+        if step == 4:
+            x[0, 0] = float("nan")
     with NeuralDbg(trace=str(tmp_path / "t.jsonl")) as dbg:
-        train(model, x, y, steps=6, before_step=lambda step: model.eval() if step == 2 else None)
+        train(model, x, y, steps=6, before_step=before)
     found = [t for t in dbg.failures() if t["signal"] == "loop"]
     assert [(t["to"], t["stats"]["models"]) for t in found] == [("eval_mode", ["Sequential"])]
     assert dbg.steps == 6
+    nonfinite = {(t["layer"], t["step"]) for t in dbg.failures(["nonfinite"])
+                 if t["signal"] == "activation"}
+    assert {("(input)", 4), ("0", 4)} <= nonfinite, nonfinite
+
+
+def test_a_validation_pass_in_eval_with_gradients_on_is_not_read(tmp_path, hooks_clean):
+    """A validation loop that forgets no_grad but calls model.eval() (pytorch/examples'
+    language_translation): its batches are not the training's, so its numbers are not merged
+    into the next step's; here they are NaN, and nothing is flagged."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(8, 32), nn.ReLU(), nn.Dropout(0.2), nn.Linear(32, 1))
+    x, y = torch.randn(16, 8), torch.randn(16, 1)
+
+    def validate(step):
+        model.eval()
+        model(torch.full_like(x, float("nan")))
+        model.train()
+    with NeuralDbg(trace=str(tmp_path / "t.jsonl")) as dbg:
+        train(model, x, y, steps=6, before_step=validate)
+    assert not dbg.transitions or all(t["to"] in ("normal", "healthy") for t in dbg.transitions), \
+        dbg.transitions
 
 
 def test_an_evaluation_pass_between_training_steps_is_fine(tmp_path, hooks_clean):

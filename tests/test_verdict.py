@@ -160,3 +160,47 @@ def test_the_summary_line_the_gate_and_junit_count_a_blip_alike(tmp_path):
     assert [(e["layer"], e["step"]) for e in events if e.get("to") == "dead"] == [("1", 20)]
     assert run_end(events)["failures"] == 0
     assert parse_junit(junit).find(".//failure") is None
+
+
+HOGWILD = '''
+import torch
+import torch.multiprocessing as mp
+from torch import nn
+
+
+def train(model):
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    for _ in range(5):
+        loss = model(torch.randn(8, 4)).pow(2).mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+
+
+if __name__ == "__main__":
+    model = nn.Linear(4, 1)
+    model.share_memory()
+    workers = [mp.Process(target=train, args=(model,)) for _ in range(2)]
+    for p in workers:
+        p.start()
+    for p in workers:
+        p.join()
+    print("trained in", len(workers), "processes")
+'''
+
+
+@pytest.mark.e2e
+def test_a_run_that_trains_only_in_child_processes_says_nothing_was_observed(tmp_path, capsys):
+    """pytorch/examples' mnist_hogwild trains in mp.Process children, which are not observed:
+    forked, they wrote their own steps into the parent's trace; now they write nothing, and
+    the summary line and explain say no step was, never "every layer stayed normal"."""
+    script = tmp_path / "hogwild.py"
+    script.write_text(HOGWILD)
+    proc, events = run_neuraldbg(tmp_path, script)
+    assert proc.returncode == 0 and "trained in 2 processes" in proc.stdout, proc.stderr[-2000:]
+    assert "neuraldbg: no training step observed in this process" in proc.stderr
+    assert run_end(events)["steps"] == 0
+    assert main(["explain", str(tmp_path / "trace.jsonl")]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert "Verdict: none, no training step was observed" in out
+    assert "No training step was observed in this process" in out and "stayed normal" not in out

@@ -4,6 +4,7 @@ initialisation)."""
 from __future__ import annotations
 
 from .. import states
+from ..trace import INPUT_LAYER
 from . import rates
 from .echoes import HORIZON, WINDOW
 from .finding import Finding
@@ -14,6 +15,7 @@ UPDATE = states.UPDATE.name
 
 HEALTHY_UPDATE = 1e-3   # ||dW|| / ||W|| a step: the practitioner's rule of thumb for healthy
 CALM_UPDATE = 2 * HEALTHY_UPDATE    # a loss spike with updates no larger: not the rate's
+SPIKES_BEFORE = 5 * HORIZON     # a layer's failure: the loss's spikes this many steps before
 WARMUP_STEPS = 100      # a failure this early, with the full rate from step 0: no warm-up
 # What updates too large bring about (in the model, the loss, or the updates themselves).
 _STRUCK = ("dead", "saturated", "anomalous", "exploding", "vanishing", "nonfinite",
@@ -37,7 +39,8 @@ def rate_too_high(ep, ctx):
     """The learning rate is too high for this model, whether constant, started without a
     warm-up, or raised: updates far above ~1e-3 of the weights, or a loss that keeps spiking,
     at or before the onset."""
-    if ep.state not in _STRUCK or ep.signal not in (ACT, GRAD, LOSS, UPDATE):
+    if ep.state not in _STRUCK or ep.signal not in (ACT, GRAD, LOSS, UPDATE) \
+            or ep.layer == INPUT_LAYER:     # (the data: no step of the model's made it)
         return None
     recent = ctx.big_updates(ep.run, ep.onset)
     big = [s for s in ctx.stretches(ep.run, UPDATE, "too_large", ep.onset)
@@ -45,8 +48,9 @@ def rate_too_high(ep, ctx):
     # (the spikes before the onset; for the loss itself, every other spike of the run: a loss
     # that keeps swinging is the instability a rate too high brings)
     until = ctx.runs[ep.run].last_step if ep.signal == LOSS else ep.onset
+    since = -1 if ep.signal == LOSS else ep.onset - SPIKES_BEFORE   # (spikes long gone: no)
     spikes = [s for s in ctx.stretches(ep.run, LOSS, "spiking", until)
-              if s.onset != ep.onset and not _calm(s)]
+              if s.onset != ep.onset and s.onset >= since and not _calm(s)]
     n = len(spikes) + (ctx.folded(ep.run, ep.layer, LOSS) if ep.signal == LOSS else 0)
     # (a loss that spikes again and again is evidence as strong as updates seen too large)
     swings = min(0.85, 0.65 + 0.05 * n) if n >= 2 else 0.0

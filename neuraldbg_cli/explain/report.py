@@ -54,6 +54,8 @@ def verdict_line(runs) -> Text:
     lasting = [(r, h) for r in runs for h in r.verdict()]
     blips = sum(r.blips() for r in runs)
     blip_note = f"; {blips} blip{'s' * (blips != 1)} (failures that did not last)" if blips else ""
+    if not lasting and _unobserved_run(runs):
+        return Text("Verdict: none, no training step was observed", style="state.dead")
     if not lasting:
         return Text(f"Verdict: passed, no lasting failure{blip_note}", style="state.healthy")
     r, first = lasting[0]
@@ -78,9 +80,22 @@ def unobserved(runs) -> list:
 
 
 def no_failure(runs) -> str:
-    """What a report without hypotheses says: of every step, or of the steps observed."""
+    """What a report without hypotheses says: of every step, of the steps observed, or that
+    none was."""
+    if _unobserved_run(runs):
+        return NO_STEP
     return ("No failure found in the steps observed." if any(r.off for r in runs) else
             "No failure found: every layer stayed normal and every gradient healthy.")
+
+
+NO_STEP = ("No training step was observed in this process: no optimizer step, and no forward "
+           "with gradients (training in child processes, as torch.multiprocessing starts them, "
+           "is not observed).")
+
+
+def _unobserved_run(runs) -> bool:
+    """A run that ended having observed no step at all: a clean verdict would say nothing."""
+    return all(r.steps == 0 and not r.tracks for r in runs)
 
 
 def evidence_lines(runs) -> list:

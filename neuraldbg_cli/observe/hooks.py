@@ -55,6 +55,8 @@ class Hooks(OptimizerHooks, OutermostHooks):
         self.optimizer_steps = 0            # optimizer steps taken (scaler.py: one skipped?)
         self.inputs_checked = False         # some layer's input was checked this step
         self.eval_roots: dict = {}          # id -> outermost module whose last call was in eval()
+        self.eval_trained: set = set()      # ids of those found trained in eval() (step_facts.py)
+        self._eval_call = False             # in an eval() call of a model not trained in eval()
         self.renewed = None                 # the watched gradient was renewed (backward.py)
         self.paced = False                  # the pacing optimizer stepped (ending this step)
         self.updates = None                 # UpdateSampler, or None: updates not measured
@@ -141,10 +143,12 @@ class Hooks(OptimizerHooks, OutermostHooks):
                     root = self._roots.get(id(module))
                     if root is not None and root() is module:
                         self._outermost_return(module, args, output, kwargs)
-            # (eval-mode modules too: a model left in eval() while training is a finding; not a
-            # backward pass's calls, as gradient checkpointing recomputes what was seen, nor
-            # a torch.func transform's, whose tensors are its own: transforms.py)
-            if not self.observing or not _grad_enabled() or _graph_task() != -1 or _transform():
+            # (not an evaluation pass: a call of a model in eval(), unless it is trained in
+            # eval(), a finding of its own; not a backward pass's calls, as gradient
+            # checkpointing recomputes what was seen, nor a torch.func transform's, whose
+            # tensors are its own: transforms.py)
+            if not self.observing or self._eval_call or not _grad_enabled() \
+                    or _graph_task() != -1 or _transform():
                 return
             rec = self._recs.get(id(module))
             if rec is None or rec.ref() is not module:  # new, or an id reused by a new module

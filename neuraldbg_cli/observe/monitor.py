@@ -195,7 +195,7 @@ class Monitor:
             else ([], 0, None)
         optimized, hooks.paced = hooks.paced, False
         renewed, hooks.renewed = hooks.renewed, None
-        eval_roots = trains_in_eval(hooks.eval_roots, self.registry.owners) \
+        eval_roots = trains_in_eval(hooks.eval_roots, self.registry.owners, hooks.eval_trained) \
             if optimized and hooks.eval_roots else []
         scaler = self.scaler.take(clock.optim.primary and clock.optim.primary()) \
             if self.scaler is not None else None

@@ -3,6 +3,7 @@ input and its output layer. A part of `hooks.Hooks` (the attributes it reads are
 class's)."""
 from __future__ import annotations
 
+import inspect
 import weakref
 
 import torch
@@ -31,8 +32,8 @@ class OutermostHooks:
             # model(**batch), as Hugging Face's Trainer calls it: the input is the first
             # floating-point tensor passed by keyword (pixel_values, inputs_embeds, ...)
             self._input_in_kwargs = False
-            x = next((v for v in kwargs.values()
-                      if isinstance(v, _Tensor) and v.is_floating_point()), None)
+            x = next((v for k, v in kwargs.items() if isinstance(v, _Tensor)
+                      and v.is_floating_point() and "mask" not in k.lower()), None)
             if x is not None:
                 self._observe_input(x, first=True)
         calls = self.loss_calls
@@ -50,6 +51,7 @@ class OutermostHooks:
             clock.pending_end = True
 
     def _outermost_call(self, module, args):
+        self._eval_call = False
         if self.clock.pending_end:
             self._end_step()
             if not self.active:
@@ -67,6 +69,9 @@ class OutermostHooks:
         self._forwards += 1                 # (a new forward: call sites count from the first)
         if not module.training:
             self.eval_roots[id(module)] = weakref.ref(module)
+            # an evaluation pass with gradients on (a validation loop without no_grad): not
+            # training, so its layers are not read, unless the model trains in eval()
+            self._eval_call = id(module) not in self.eval_trained
         elif self.eval_roots:
             self.eval_roots.pop(id(module), None)
         reg = self.registry
@@ -82,9 +87,12 @@ class OutermostHooks:
                     reg.skip(m)
                 return
             reg.add_root_safely(module)
-        if not self.observing:
+        if not self.observing or self._eval_call:
             return
-        x = first_tensor(args)
+        masks = _masks.get(type(module))
+        if masks is None:
+            masks = _masks[type(module)] = mask_positions(module)
+        x = first_tensor(args if not masks else [a for i, a in enumerate(args) if i not in masks])
         if x is not None:
             self._observe_input(x)
         else:
@@ -108,6 +116,21 @@ class OutermostHooks:
                     self.touched.insert(0, inp)
                 else:
                     self.touched.append(inp)
+
+
+_masks: dict = {}   # module class -> mask_positions
+
+
+def mask_positions(module) -> frozenset:
+    """The positions of the forward's arguments named as masks (nn.Transformer's `src_mask`,
+    `tgt_mask`: float masks of 0 and -inf): not the model's input, whose non-finite values
+    are a bad batch."""
+    try:
+        params = inspect.signature(module.forward).parameters.values()
+    except (TypeError, ValueError):
+        return frozenset()
+    return frozenset(i for i, p in enumerate(params) if "mask" in p.name.lower()
+                     and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD))
 
 
 def same_values(out, y) -> bool:

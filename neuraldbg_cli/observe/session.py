@@ -5,6 +5,7 @@ import datetime
 import importlib.metadata
 import os
 import sys
+import weakref
 
 from .. import __version__
 from ..thresholds import Thresholds
@@ -46,6 +47,14 @@ def _failure(t: dict) -> bool:
 
 def _now() -> str:
     return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+
+
+def _forked(ref) -> None:
+    """In a forked child (a Hogwild trainer, a DataLoader worker): the parent's monitoring is
+    not the child's, so it stops here; the trace writer writes nothing from a child either."""
+    session = ref()
+    if session is not None and session.monitor is not None:
+        session.monitor.hooks.active = session.monitor.hooks.observing = False
 
 
 class Session:
@@ -97,6 +106,9 @@ class Session:
             self._begin(existing_optimizers)
         self._watch = AfterImport("torch", begin)
         self._watch.install()
+        if hasattr(os, "register_at_fork"):
+            me = weakref.ref(self)
+            os.register_at_fork(after_in_child=lambda: _forked(me))
 
     def _begin(self, existing_optimizers: bool) -> None:
         try:

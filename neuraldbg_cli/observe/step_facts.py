@@ -84,9 +84,10 @@ def has_gradients(rec, owners: dict) -> bool:
         for p in module.parameters(recurse=False))
 
 
-def trains_in_eval(roots: dict, owners: dict) -> list:
+def trains_in_eval(roots: dict, owners: dict, found: set) -> list:
     """The models (weakrefs in `roots`) last called in eval() mode whose parameters an
-    optimizer updates and that got gradients: not a frozen teacher, a model being trained."""
+    optimizer updates and that got gradients: not a frozen teacher, a model being trained.
+    Their names; their ids are added to `found` (their eval() calls are observed from now)."""
     out = []
     for ref in list(roots.values()):
         root = ref()
@@ -94,4 +95,5 @@ def trains_in_eval(roots: dict, owners: dict) -> list:
                 p.grad is not None and (o := owners.get(id(p))) is not None and o.in_optimizer
                 for p in root.parameters()):
             out.append(class_name(getattr(root, "module", root)))
+            found.add(id(root))
     return out
