@@ -245,6 +245,38 @@ def test_gradient_accumulation_with_batchnorm_stays_clean(tmp_path):
     assert_clean(observed(tmp_path, model, training), norm_layers=("1", "4"))
 
 
+def test_a_gans_discriminator_normalising_real_and_generated_images_stays_clean(tmp_path):
+    """pytorch/examples' DCGAN: each step its discriminator's BatchNorm normalises a real
+    batch, the generated one (detached) and the generated one again: three kinds of batch,
+    each a fair sample of its own kind. Each call is compared with the same call of the
+    step before, not with the call just before it (a batch of the other kind): it read
+    `drift` from step 34 of 200, held to the end, and failed the run."""
+    torch.manual_seed(0)
+    G = nn.Sequential(nn.Linear(8, 32), nn.BatchNorm1d(32), nn.ReLU(), nn.Linear(32, 16), nn.Tanh())
+    D = nn.Sequential(nn.Linear(16, 32), nn.LeakyReLU(0.2), nn.Linear(32, 32),
+                      nn.BatchNorm1d(32), nn.LeakyReLU(0.2), nn.Linear(32, 1))
+    real = clusters(features=16, batch=32)
+
+    def training():
+        opt_d = torch.optim.Adam(D.parameters(), lr=2e-4, betas=(0.5, 0.999))
+        opt_g = torch.optim.Adam(G.parameters(), lr=2e-4, betas=(0.5, 0.999))
+        ones, zeros = torch.ones(32, 1), torch.zeros(32, 1)
+        for _ in range(120):
+            x = torch.tanh(real()[0] + 3.0)     # (real images: far from the generated ones)
+            fake = G(torch.randn(32, 8))
+            loss_d = F.binary_cross_entropy_with_logits(D(x), ones) + \
+                F.binary_cross_entropy_with_logits(D(fake.detach()), zeros)
+            opt_d.zero_grad()
+            loss_d.backward()
+            opt_d.step()
+            loss_g = F.binary_cross_entropy_with_logits(D(fake), ones)
+            opt_g.zero_grad()
+            loss_g.backward()
+            opt_g.step()
+    events = observed(tmp_path, None, training)
+    assert not [t for t in transitions(events, signal="norm") if t["to"] == "drift"], describe(events)
+
+
 def test_momentum_none_and_untracked_statistics_stay_clean(tmp_path):
     torch.manual_seed(0)
     model = bn_mlp(momentum=None)

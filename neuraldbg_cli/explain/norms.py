@@ -45,8 +45,7 @@ def batch_statistics(ep, ctx):
                 f"{_num(s.get('drift_median'))} over the last steps), averaged over channels"
                 + (f", and {_num(s['jump'])} from the batch before it: the batches differ from one "
                    "another, not only from an average that lags" if is_number(s.get("jump")) else "")
-                + (f"; fair samples of {n} values per channel give about "
-                   f"{FAIR_SPREAD / math.sqrt(n):.2g}" if is_number(n) and n > 0 else "")]
+                + _fair(n, batch)]
     tiny = is_number(n) and n < _tiny(ctx, ep.run)
     if len(batchnorms) > 1 and not tiny:
         others = [l for l in drifting if l in batchnorms]
@@ -66,6 +65,19 @@ def batch_statistics(ep, ctx):
     return Finding("input_data", 0.9, "each batch's statistics lie far from BatchNorm's running "
                    "statistics, so the batches are not fair samples of the data (not shuffled, or "
                    "ordered by class)", tuple(evidence), _FIX_SHUFFLE)
+
+
+def _fair(n, batch) -> str:
+    """How far the batch means of fair samples lie: FAIR_SPREAD / sqrt(values), where the
+    values are independent; a conv map's values within one image are not, so its batches
+    may lie as far as FAIR_SPREAD / sqrt(batch)."""
+    if not is_number(n) or n <= 0:
+        return ""
+    low = f"{FAIR_SPREAD / math.sqrt(n):.2g}"
+    if is_number(batch) and 0 < batch < n:
+        return (f"; fair samples of {n} values per channel ({batch} samples) give {low} to "
+                f"{FAIR_SPREAD / math.sqrt(batch):.2g}")
+    return f"; fair samples of {n} values per channel give about {low}"
 
 
 def _classes(run, until: int) -> list:

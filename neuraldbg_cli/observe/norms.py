@@ -74,18 +74,20 @@ def reading_for(module, reads_output: bool = False):
 
 class BatchNormReading:
     """One BatchNorm's drift over a step: the batch mean's distance from the running mean it
-    had before each call, and from the batch mean of the call before, in running standard
-    deviations, averaged over channels (summed over the step's calls on the device; divided
-    by `calls` on the host). And, where it may, each call's output norm (`known`)."""
+    had before each call, and from the batch mean of the same call of the step before (a GAN's
+    discriminator normalises real, then generated images: each kind is compared with its
+    own), in running standard deviations, averaged over channels (summed over the step's
+    calls on the device; divided by `calls` on the host). And, where it may, each call's
+    output norm (`known`)."""
 
-    __slots__ = ("old", "total", "calls", "per_channel", "batch", "momentum", "last",
+    __slots__ = ("old", "total", "calls", "per_channel", "batch", "momentum", "lasts",
                  "reads_output", "known", "trusted_at")
     batchnorm = True
 
     def __init__(self, reads_output: bool = False):
         self.old = None             # running mean and variance before the call, stacked
         self.total = None           # (drift, jump, new variance's finiteness) summed over calls
-        self.last = None            # the batch mean of the last call (C values)
+        self.lasts = []             # the batch mean of each call of the last step (C values)
         self.calls = 0
         self.per_channel = 0        # fewest values per channel in one call of the step
         self.batch = 0
@@ -113,7 +115,12 @@ class BatchNormReading:
         off = torch.sub(module.running_mean, old[0])
         off = off.mul_(1.0 / m) if m is not None else off.mul_(module.num_batches_tracked)
         mean = off + old[0]
-        last, self.last = self.last, mean
+        lasts, at = self.lasts, self.calls
+        last = lasts[at] if at < len(lasts) else None
+        if at < len(lasts):
+            lasts[at] = mean
+        else:
+            lasts.append(mean)
         # (no batch before it: as far from one as from the running mean, judged on that alone)
         gap = off if last is None or last.shape != mean.shape else mean - last
         # both distances per channel in running standard deviations, averaged over channels;

@@ -4,7 +4,7 @@ LayerNorm/GroupNorm/RMSNorm gain collapsing toward zero.
 
 facts (from the step end, observe/norms.py): BatchNorm: "drift" (the batch mean's distance
 from the running mean, in running standard deviations, averaged over channels and over the
-step's calls), "jump" (its distance from the batch mean of the call before, likewise),
+step's calls), "jump" (its distance from the batch mean of the same call of the step before, likewise),
 "per_channel" (values behind each channel's batch statistics), "batch", "momentum", "calls";
 gains: "gain_rms".
 
