@@ -58,6 +58,15 @@ def test_weak_signals_only(tmp_path):
     assert "No likely failure" in out and "net.1" in out
 
 
+def test_a_failed_verdict_of_unclear_cause_is_not_called_no_likely_failure(tmp_path):
+    """A loss stalled to the end fails the run, and no rule names its cause with 0.5: the
+    heading says the cause is unclear, never "No likely failure" under "Verdict: failed"."""
+    t = TraceMaker().tr(78, "(loss)", "stalled", signal="loss", loss_median=2.0, loss_start=2.0)
+    out = text_of(tmp_path, t.end(300))
+    assert "Verdict: failed" in out and "No likely failure" not in out
+    assert "The failure's cause is unclear (nothing with confidence >= 0.5)" in out
+
+
 def test_several_ranks_show_the_rank(tmp_path):
     r0 = TraceMaker(rank=0, world_size=2).tr(10, "net.3", "dead", dead_ratio=1.0).end(20)
     r1 = TraceMaker(rank=1, world_size=2).tr(9, "net.3", "dead", dead_ratio=1.0).end(20)

@@ -146,8 +146,13 @@ def hypotheses(origins, multi: bool = False, runs=()) -> list:
     likely = [h for h in origins if h.confidence >= LIKELY]
     if not origins:
         return [Text(no_failure(runs), style="state.healthy")]
-    out = [Text("Hypotheses, most likely first" if likely else
-                "No likely failure (nothing with confidence >= 0.5); weak signals:", style="title")]
+    if likely:
+        heading = "Hypotheses, most likely first"
+    elif any(r.verdict() for r in runs):    # (a failure that lasted, of an unclear cause)
+        heading = "The failure's cause is unclear (nothing with confidence >= 0.5); weak hypotheses:"
+    else:
+        heading = "No likely failure (nothing with confidence >= 0.5); weak signals:"
+    out = [Text(heading, style="title")]
     for n, h in enumerate(origins[:SHOWN]):
         out += [Text()] * (n > 0) + [hypothesis(h, multi)]
     for h in origins[SHOWN:SHOWN * 2]:
