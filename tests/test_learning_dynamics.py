@@ -6,6 +6,7 @@ import math
 import pytest
 import torch
 from torch import nn
+from torch.nn import functional as F
 
 from conftest import trace_events, train
 from neuraldbg_cli import NeuralDbg
@@ -320,6 +321,35 @@ def test_a_layer_whose_output_the_loss_does_not_use_is_not_cut_off(tmp_path, hoo
         train(model, x, y, steps=8, opt=opt)
     assert model.encoder[2].weight.grad is None
     assert not dbg.failures(), dbg.failures()
+
+
+class GraphAttention(nn.Module):
+    """As pytorch/examples' gat: parameters of its own and a module of its own (LeakyReLU),
+    so a container, which makes no output record of its own."""
+    def __init__(self, i, o):
+        super().__init__()
+        self.W = nn.Parameter(torch.randn(i, o) * 0.1)
+        self.a = nn.Parameter(torch.randn(2 * o, 1) * 0.1)
+        self.leakyrelu = nn.LeakyReLU(0.2)
+
+    def forward(self, h):
+        wh = h @ self.W
+        n = wh.shape[1]
+        return torch.softmax(self.leakyrelu(wh @ self.a[:n] + (wh @ self.a[n:]).T), dim=1) @ wh
+
+
+@pytest.mark.parametrize("lr, frozen", [(0.0, {"0", "2"}), (0.01, set())])
+def test_a_layer_with_parameters_and_modules_of_its_own_is_judged_by_its_updates(
+        tmp_path, hooks_clean, lr, frozen):
+    """Its gradient says it was used: at lr 0 it is `frozen`, as a Linear would be (it was
+    never judged); trained, it is not."""
+    torch.manual_seed(0)
+    model = nn.Sequential(GraphAttention(8, 16), nn.ELU(), GraphAttention(16, 3))
+    x, y = torch.randn(50, 8), torch.randint(0, 3, (50,))
+    opt = torch.optim.Adam(model.parameters(), lr=lr)
+    with NeuralDbg(trace=str(tmp_path / "t.jsonl")) as dbg:
+        train(model, x, y, steps=30, opt=opt, loss_of=lambda out: F.cross_entropy(out, y))
+    assert {t["layer"] for t in dbg.failures() if t["to"] == "frozen"} == frozen, dbg.failures()
 
 
 def test_eval_mode_left_on_while_training_is_seen_and_layers_stay_observed(tmp_path, hooks_clean):

@@ -190,7 +190,9 @@ class StepJudge(Verdicts):
         first = next((i for i, (rec, _) in enumerate(groups) if rec in norms), -1)
         touched = set(recs)     # (a layer not called this step is not judged)
         for i, (rec, _) in enumerate(groups):
-            if rec not in touched or not rec.on_update:
+            # (a module of parameters and modules of its own, a graph attention layer, makes
+            # no output record: its gradient says it was used)
+            if not rec.on_update or (rec not in touched and not norms.get(rec)):
                 continue
             norm = norms.get(rec)
             facts = _NO_GRAD if norm is None and i < first else None
