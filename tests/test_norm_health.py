@@ -360,7 +360,7 @@ def test_unshuffled_sample_drifts_and_explain_blames_the_batches(tmp_path):
     assert (top["symptom"], top["layer"], top["signal"], top["cause"]) == \
         ("drift", "1", "norm", "input_data"), top
     assert top["confidence"] >= 0.5 and "shuffle" in top["fix"].lower(), top
-    assert any("running standard deviations" in e and "from the batch before it" in e
+    assert any("running standard deviations" in e and "from the same call's batch the step before" in e
                for e in top["evidence"]), top
     # the targets the loss call saw say why: every batch is of one class
     assert any("every batch sampled held a single class" in e for e in top["evidence"]), top

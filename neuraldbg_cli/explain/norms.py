@@ -43,8 +43,9 @@ def batch_statistics(ep, ctx):
     evidence = [f"at step {ep.onset} each batch's mean in {ep.layer} lay {_num(s.get('drift'))} "
                 f"running standard deviations from BatchNorm's running mean (median "
                 f"{_num(s.get('drift_median'))} over the last steps), averaged over channels"
-                + (f", and {_num(s['jump'])} from the batch before it: the batches differ from one "
-                   "another, not only from an average that lags" if is_number(s.get("jump")) else "")
+                + (f", and {_num(s['jump'])} from the same call's batch the step before: the "
+                   "batches differ from one another, not only from an average that lags"
+                   if is_number(s.get("jump")) else "")
                 + _fair(n, batch)]
     tiny = is_number(n) and n < _tiny(ctx, ep.run)
     if len(batchnorms) > 1 and not tiny:
