@@ -113,3 +113,56 @@ def test_an_output_tanh_seen_through_a_view_is_the_output_layer(tmp_path):
             opt.step()
     events = trace_events(trace)
     assert not transitions(events, to="saturated"), transitions(events, to="saturated")
+
+
+def policy_gradient(trace, how: str, steps: int = 150) -> None:
+    """A policy trained on episodes that grow from 5 to about 80 time steps, as an agent
+    learning to balance does, its loss summed over the episode: "batched" runs the episode's
+    states as one batch and sums -log p(a) * return (a REINFORCE loop), "per step" calls the
+    policy at each time step with gradients and sums the stacked losses (pytorch/examples'
+    actor-critic), "mean" averages instead (the loss's level then is comparable)."""
+    torch.manual_seed(0)
+    policy = nn.Sequential(nn.Linear(4, 32), nn.ReLU(), nn.Linear(32, 2), nn.Softmax(dim=-1))
+    opt = torch.optim.Adam(policy.parameters(), lr=1e-3)
+    with NeuralDbg(trace=str(trace)):
+        for step in range(steps):
+            length = 5 + step // 2 + (step % 3)     # (grows, and differs from step to step)
+            states, actions = torch.randn(length, 4), torch.randint(0, 2, (length,))
+            returns = torch.linspace(1.0, 0.1, length)
+            if how == "per step":
+                probs = torch.stack([policy(s) for s in states])
+            else:
+                probs = policy(states)
+            terms = -torch.log(probs.gather(1, actions[:, None]).squeeze(1)) * returns
+            loss = terms.mean() if how == "mean" else terms.sum()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+
+
+@pytest.mark.parametrize("how", ["batched", "per step"])
+def test_a_loss_summed_over_episodes_that_grow_is_not_diverging(tmp_path, how):
+    """Summed over episodes that grow, the loss climbs 15x with nothing wrong (it read
+    `diverging`, counted, on a REINFORCE that learned CartPole)."""
+    trace = tmp_path / "t.jsonl"
+    policy_gradient(trace, how)
+    events = trace_events(trace)
+    assert not failures(events), [t for t in transitions(events) if t["signal"] == "loss"]
+
+
+def test_a_loss_averaged_over_episodes_is_still_judged_by_its_level(tmp_path):
+    """Averaged, the same loss's level is comparable: judged, it stalls (random actions are
+    no signal to learn from)."""
+    trace = tmp_path / "t.jsonl"
+    policy_gradient(trace, "mean")
+    assert "stalled" in {t["to"] for t in transitions(trace_events(trace)) if t["signal"] == "loss"}
+
+
+def test_an_evaluation_pass_now_and_then_does_not_make_steps_uneven():
+    """Supervised steps of one forward, with an evaluation pass under gradients every 10
+    steps: the size changes on 2 steps in 10, not on most."""
+    from neuraldbg_cli.observe.uneven import UnevenSteps
+
+    steady, episodes = UnevenSteps(), UnevenSteps()
+    assert not any(steady.step(2 if i % 10 == 9 else 1, 0) for i in range(200))
+    assert any(episodes.step(1, 10 + 7 * (i % 5)) for i in range(30))

@@ -11,6 +11,7 @@ user's call always runs, unchanged, outside of it.
 from __future__ import annotations
 
 import functools
+import math
 import weakref
 
 import torch
@@ -37,6 +38,7 @@ class Backward:
         self.on_loss = None         # callable(loss tensor): a step's loss, as given to backward
         self.on_bare = None         # callable() -> bool: a backward() of a bare-tensor model
         self.backwards = 0          # backward() calls in the step (the step end resets it)
+        self.summed = 0             # values the step's losses summed over (uneven.py), 0: none
         self.no_grads = False       # the pacing optimizer's parameters had no gradient
         self._leaf = None           # weakref to the leaf watched there
 
@@ -137,6 +139,7 @@ class Backward:
                 self._step_loss = True
             if self.on_loss is not None and tensors.grad_fn is not None:
                 self.on_loss(tensors)
+            self.summed += summed_over(tensors.grad_fn)
             loss = tensors.detach()
             if loss.dim():                      # (a loss of shape (1,), say)
                 loss = loss.reshape(())
@@ -172,6 +175,23 @@ class Backward:
         self.active = False
         self.losses, self.first_grad = [], None
         self._fault("loss observation switched off", error)
+
+
+def summed_over(fn, most: int = 4) -> int:
+    """How many values a loss is a sum of: the size of the tensor that its first sum node
+    (near the loss: its negation, a scaling, the sum of two sums) reduced; 0 for a mean or
+    a loss function's own reduction. Read off the autograd graph, no tensor touched."""
+    queue, seen = [fn], 0
+    while queue and seen < most:
+        node = queue.pop(0)
+        seen += 1
+        if node is None:
+            continue
+        sizes = getattr(node, "_saved_self_sym_sizes", None) if node.name() == "SumBackward0" else None
+        if sizes is not None:
+            return math.prod(int(s) for s in sizes)
+        queue += [n for n, _ in node.next_functions]
+    return 0
 
 
 def _leaf_of(fn, most: int = 64):

@@ -64,7 +64,7 @@ class Hooks(OptimizerHooks, OutermostHooks):
         self.loss_calls = None              # LossCalls (the output's pairing), or None
         self.stopper = self.evidence = None  # Stopper and its Evidence (stopper.py), or None
         self._depth = 0
-        self._forwards = 0                  # outermost forwards so far (call sites, layers.py)
+        self.forwards = 0                   # outermost forwards so far (call sites, layers.py)
         self._last_leaf = None              # eager only: (rec, output) of the last leaf call
         self._input_in_kwargs = False       # the outermost call had no positional tensor
         self._installed = None
@@ -162,7 +162,7 @@ class Hooks(OptimizerHooks, OutermostHooks):
                 return
             if rec.sites is not None and inside:    # an activation: at which of its places?
                 # (not in compiled code, which may show no outermost call to count forwards by)
-                forward = self._forwards
+                forward = self.forwards
                 if rec.seen_in == forward:
                     rec = self._site(rec, forward)
                 else:

@@ -241,6 +241,8 @@ def _loss_facts(facts, moved, call) -> dict | None:
         return _SEVERAL
     if facts.moving_targets:
         return _MOVING_TARGETS
+    if facts.uneven:
+        return _UNEVEN
     told = {} if moved is None else {"moved": moved}
     if call is not None and call.get("loss_fn") in REGRESSION_LOSSES:
         o = max(abs(call["output_min"]), abs(call["output_max"]))
@@ -261,4 +263,5 @@ def _middle(values: list) -> float | None:
 _NO_GRAD = {"no_grad": True}
 _SEVERAL = {"several": True}
 _MOVING_TARGETS = {"moving_targets": True}
+_UNEVEN = {"uneven": True}
 _IN_NO_OPTIMIZER = {"in_no_optimizer": True}

@@ -22,6 +22,7 @@ from .registry import Registry
 from .residual import blocks_of
 from .scaler import ScalerWatch
 from .step_facts import StepFacts, outside_optimizers, trains_in_eval
+from .uneven import UnevenSteps
 from .updates import UpdateSampler
 
 # A NamedTuple's own __new__ is a Python function; tuple.__new__ builds the same record in C.
@@ -60,6 +61,8 @@ class Monitor:
             if self.registry.scaler.watching else None
         self.copies = self.hooks.copies = ModelCopies(self.registry) \
             if self.registry.loss.watching else None
+        self.uneven = UnevenSteps() if self.registry.loss.watching else None
+        self._forwards = 0          # the hooks' count of forwards at the last step's end
         self.off = None             # (step, why) monitoring was switched off by a fault
 
     @property
@@ -209,9 +212,15 @@ class Monitor:
             idle = optimized and not backward.backwards and backward.no_grads
             backward.backwards = 0
         copies = self.copies is not None and self.copies.check()
+        uneven, summed = False, 0
+        if backward is not None:
+            summed, backward.summed = backward.summed, 0
+        if self.uneven is not None:
+            n, self._forwards = hooks.forwards - self._forwards, hooks.forwards
+            uneven = self.uneven.step(n, summed)
         return _new(StepFacts, (losses, first_grad, resets, renewed, optimized,
                                 clock.optim.several(), eval_roots, uncovered, call, idle, scaler,
-                                copies))
+                                copies, uneven))
 
     # ---- faults ----------------------------------------------------------------------
     def _switch_off(self, error: BaseException) -> None:

@@ -66,7 +66,7 @@ class OutermostHooks:
             # Called during backward: gradient checkpointing running a block again. Not a
             # model call: its input is a hidden state, and the block already has its name.
             return
-        self._forwards += 1                 # (a new forward: call sites count from the first)
+        self.forwards += 1                  # (a new forward: call sites count from the first)
         if not module.training:
             self.eval_roots[id(module)] = weakref.ref(module)
             # an evaluation pass with gradients on (a validation loop without no_grad): not

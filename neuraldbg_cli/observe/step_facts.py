@@ -23,6 +23,7 @@ class StepFacts(NamedTuple):
     no_backward: bool = False   # the optimizer stepped with no backward() and no gradient
     scaler: dict | None = None  # a GradScaler's step: scale, skipped, overflow (scaler.py)
     moving_targets: bool = False    # a copy of a trained model ran without gradients (copies.py)
+    uneven: bool = False    # the steps' counts of forwards change on most steps (uneven.py)
 
     def tensors(self) -> list:
         """The 0-d tensors to read with the step's others: the loss summed, the gradient."""

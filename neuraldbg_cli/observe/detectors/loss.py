@@ -43,7 +43,8 @@ class LossHistory:
 
 class LossDetector(Detector):
     """The pseudo-layer (loss). facts: "several": more than one optimizer stepped;
-    "moving_targets": a copy of a trained model ran without gradients."""
+    "moving_targets": a copy of a trained model ran without gradients; "uneven": the steps
+    hold a number of forwards that changes on most steps (an episode's, uneven.py)."""
 
     signal = states.LOSS
 
@@ -61,7 +62,7 @@ class LossDetector(Detector):
             return "nonfinite", {}
         start = h.start
         if start is None or start <= 0 or not h.levels or loss < 0 or (x.facts and (
-                x.facts.get("several") or x.facts.get("moving_targets"))) \
+                x.facts.get("several") or x.facts.get("moving_targets") or x.facts.get("uneven"))) \
                 or h.recent.size < th.start_steps:
             return "normal", {}
         recent = h.recent.median()
@@ -84,7 +85,7 @@ class LossDetector(Detector):
         h.steps += 1
         facts = x.facts
         if facts:
-            if facts.get("several") or facts.get("moving_targets"):
+            if facts.get("several") or facts.get("moving_targets") or facts.get("uneven"):
                 h.levels = False
             if "moved" in facts:
                 h.moves.append(facts["moved"])
