@@ -130,6 +130,9 @@ LOOP = Signal("loop", "normal", (
     State("no_backward", True, 0.95, "B", "bold red", "stepped the optimizer without "
           "backward()", "Call loss.backward() before optimizer.step() in every step (the "
           "gradients are what the optimizer applies)."),
+    State("no_step", True, 0.95, "H", "bold red", "never stepped the optimizer",
+          "Call optimizer.step() after loss.backward() in every step (a learning-rate "
+          "scheduler's step() does not update the weights; the optimizer's does)."),
 ))
 
 # The model's output against the loss and the targets (the pseudo-layer (output)).

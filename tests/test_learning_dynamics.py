@@ -460,6 +460,25 @@ def test_an_optimizer_stepped_without_backward_is_a_loop_mistake(tmp_path, hooks
     assert found == [("(loop)", "no_backward")], dbg.transitions
 
 
+@pytest.mark.parametrize("steps", [0, 1])
+def test_an_optimizer_never_stepped_is_a_loop_mistake(tmp_path, hooks_clean, steps):
+    """SfmLearner's bug: scheduler.step() where optimizer.step() belongs. Every iteration is
+    one step that never ends, so nothing was judged and the run read "0 steps, no failure";
+    it is `no_step`, told at the run's end (a run that stepped at all is judged step by step,
+    as before)."""
+    model, x, y = _mlp(), torch.randn(16, 8), torch.randn(16, 1)
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+    sched = torch.optim.lr_scheduler.StepLR(opt, 10)
+    with NeuralDbg(trace=str(tmp_path / "t.jsonl")) as dbg:
+        for i in range(20):
+            loss = ((model(x) - y) ** 2).mean()
+            opt.zero_grad()
+            loss.backward()
+            (opt if i < steps else sched).step()
+    found = [(t["layer"], t["to"], t["stats"].get("backwards")) for t in dbg.failures()]
+    assert found == ([("(loop)", "no_step", 20)] if steps == 0 else []), dbg.transitions
+
+
 def test_a_backbone_left_out_of_a_head_only_optimizer_is_not_frozen(tmp_path, hooks_clean):
     """Fine-tuning the head alone while the backbone still requires grad (a common, correct
     pattern) is no finding; a head replaced after the optimizer was built still is."""

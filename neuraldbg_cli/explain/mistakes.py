@@ -25,6 +25,12 @@ def loop_mistake(ep, ctx):
                         "there is no gradient to apply and the model never learns",
                         f"no backward() and no gradient on the optimizer's parameters in the "
                         f"steps from {ep.onset}")
+    if ep.signal == LOOP and ep.state == "no_step":
+        n = ep.stats.get("backwards")
+        calls = f"{n} backward() calls" if isinstance(n, int) else "backward() calls"
+        return _finding(ep, 0.95, "optimizer.step() is never called, so the gradients are "
+                        "computed and never applied: the weights never change",
+                        f"{calls} and not one optimizer step in the whole run")
     if ep.signal == LOOP and ep.state == "eval_mode":
         models = ", ".join(map(str, ep.stats.get("models") or [])) or "the model"
         return _finding(ep, 0.9, f"{models} trained in eval() mode from step {ep.onset}: "

@@ -70,6 +70,15 @@ class StepJudge(Verdicts):
         elif any(type(b) is UpdateBatch and b.vector for b in grads):  # (read on its own)
             self._judge([], *job)
 
+    def never_stepped(self, backwards: int, step: int) -> None:
+        """The run ends with an optimizer made, `backwards` backward() calls and no optimizer
+        step: every iteration was one step that never ended (a scheduler's step() called
+        instead of the optimizer's). Told once, to the loop detector."""
+        reg = self.registry
+        if reg.loop.on_output:
+            x = _of_step(LOOP_KIND, None, {"no_step": backwards})
+            self._observe(reg.loop, reg.loop.on_output, x, step)
+
     def drain(self) -> None:    # (the steps still being read, at the end of the run)
         for values, job in self.readout.drain():
             self._judge(values, *job)

@@ -25,6 +25,8 @@ from .step_facts import StepFacts, outside_optimizers, trains_in_eval
 from .uneven import UnevenSteps
 from .updates import UpdateSampler
 
+NO_STEP_BACKWARDS = 3   # backward() calls in a run without one optimizer step: a mistake
+
 # A NamedTuple's own __new__ is a Python function; tuple.__new__ builds the same record in C.
 _new = tuple.__new__
 
@@ -135,7 +137,13 @@ class Monitor:
     def close(self, completed: bool = True) -> None:
         """End of the run: classify a step in progress, unhook; after a crash or an
         interrupt, also report states that had no time to be confirmed."""
-        hooks = self.hooks
+        hooks, clock, backward = self.hooks, self.clock, self.backward
+        if hooks.active and clock.steps == 0 and clock.optimizers_created and backward is not None \
+                and backward.backwards >= NO_STEP_BACKWARDS:
+            try:
+                self.judge.never_stepped(backward.backwards, clock.step)
+            except Exception as e:  # noqa: BLE001 - a monitor fault must not end the run
+                self._switch_off(e)
         if hooks.active and self.clock.pending_end and self._bare():
             self._end_bare_step()           # (the last backward of bare tensors)
         elif hooks.active and self.clock.pending_end:

@@ -4,7 +4,8 @@ facts (from the step end): "reset": whether the gradients were reset since the l
 (optimizer.zero_grad(), model.zero_grad(), grads set to None or zeroed), None when it cannot
 be told; "eval_roots": names of the models that ran only in eval() mode in a step that
 updated their parameters; "no_backward": the optimizer stepped with no backward() in the
-step and no gradient on its parameters."""
+step and no gradient on its parameters; "no_step": the run ended with an optimizer made,
+backward() called this many times and no optimizer step at all (told once, at its end)."""
 from __future__ import annotations
 
 from ... import states
@@ -34,6 +35,8 @@ class LoopDetector(Detector):
 
     def judge(self, x: Observation, h: LoopHistory) -> tuple:
         facts = x.facts or {}
+        if facts.get("no_step"):
+            return "no_step", {"urgent": True, "backwards": facts["no_step"]}
         if facts.get("reset") is False and h.no_reset + 1 >= self.th.loop.no_zero_grad_steps:
             return "no_zero_grad", {"steps_without_reset": h.no_reset + 1}
         if facts.get("no_backward") and h.idle + 1 >= self.th.loop.no_zero_grad_steps:
