@@ -38,6 +38,7 @@ class Backward:
         self.on_loss = None         # callable(loss tensor): a step's loss, as given to backward
         self.on_bare = None         # callable() -> bool: a backward() of a bare-tensor model
         self.backwards = 0          # backward() calls in the step (the step end resets it)
+        self.total = 0              # ... and in the run
         self.summed = 0             # values the step's losses summed over (uneven.py), 0: none
         self.no_grads = False       # the pacing optimizer's parameters had no gradient
         self._leaf = None           # weakref to the leaf watched there
@@ -111,6 +112,7 @@ class Backward:
         @functools.wraps(original)
         def backward(tensors, *args, **kwargs):
             self.backwards += 1
+            self.total += 1
             if self.active:
                 try:
                     self._saw_backward(tensors)

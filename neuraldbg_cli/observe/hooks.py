@@ -54,9 +54,6 @@ class Hooks(OptimizerHooks, OutermostHooks):
         self.grads, self.grads_off = [], False  # per optimizer stepped: its GradBatch
         self.optimizer_steps = 0            # optimizer steps taken (scaler.py: one skipped?)
         self.inputs_checked = False         # some layer's input was checked this step
-        self.eval_roots: dict = {}          # id -> outermost module whose last call was in eval()
-        self.eval_trained: set = set()      # ids of those found trained in eval() (step_facts.py)
-        self._eval_call = False             # in an eval() call of a model not trained in eval()
         self.renewed = None                 # the watched gradient was renewed (backward.py)
         self.paced = False                  # the pacing optimizer stepped (ending this step)
         self.updates = None                 # UpdateSampler, or None: updates not measured
@@ -64,10 +61,9 @@ class Hooks(OptimizerHooks, OutermostHooks):
         self.loss_calls = None              # LossCalls (the output's pairing), or None
         self.stopper = self.evidence = None  # Stopper and its Evidence (stopper.py), or None
         self._depth = 0
-        self.forwards = 0                   # outermost forwards so far (call sites, layers.py)
         self._last_leaf = None              # eager only: (rec, output) of the last leaf call
-        self._input_in_kwargs = False       # the outermost call had no positional tensor
         self._installed = None
+        self._outermost_init()
 
     # ---- lifecycle -------------------------------------------------------------------
     def install(self, existing_optimizers: bool, optimizer_created) -> None:
@@ -143,10 +139,9 @@ class Hooks(OptimizerHooks, OutermostHooks):
                     root = self._roots.get(id(module))
                     if root is not None and root() is module:
                         self._outermost_return(module, args, output, kwargs)
-            # (not an evaluation pass: a call of a model in eval(), unless it is trained in
-            # eval(), a finding of its own; not a backward pass's calls, as gradient
-            # checkpointing recomputes what was seen, nor a torch.func transform's, whose
-            # tensors are its own: transforms.py)
+            # (not an evaluation pass, unless the model trains in eval(), a finding; not a
+            # backward pass's calls, as gradient checkpointing recomputes what was seen, nor a
+            # torch.func transform's, whose tensors are its own: transforms.py)
             if not self.observing or self._eval_call or not _grad_enabled() \
                     or _graph_task() != -1 or _transform():
                 return

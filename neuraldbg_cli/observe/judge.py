@@ -70,15 +70,6 @@ class StepJudge(Verdicts):
         elif any(type(b) is UpdateBatch and b.vector for b in grads):  # (read on its own)
             self._judge([], *job)
 
-    def never_stepped(self, backwards: int, step: int) -> None:
-        """The run ends with an optimizer made, `backwards` backward() calls and no optimizer
-        step: every iteration was one step that never ended (a scheduler's step() called
-        instead of the optimizer's). Told once, to the loop detector."""
-        reg = self.registry
-        if reg.loop.on_output:
-            x = _of_step(LOOP_KIND, None, {"no_step": backwards})
-            self._observe(reg.loop, reg.loop.on_output, x, step)
-
     def drain(self) -> None:    # (the steps still being read, at the end of the run)
         for values, job in self.readout.drain():
             self._judge(values, *job)
@@ -199,8 +190,7 @@ class StepJudge(Verdicts):
         first = next((i for i, (rec, _) in enumerate(groups) if rec in norms), -1)
         touched = set(recs)     # (a layer not called this step is not judged)
         for i, (rec, _) in enumerate(groups):
-            # (a module of parameters and modules of its own, a graph attention layer, makes
-            # no output record: its gradient says it was used)
+            # (a graph attention layer: parameters and modules of its own, no output record)
             if not rec.on_update or (rec not in touched and not norms.get(rec)):
                 continue
             norm = norms.get(rec)
@@ -230,6 +220,20 @@ class StepJudge(Verdicts):
                     keep.add(reg.output, key, call.get(key))
         for rec in facts.uncovered:
             self._observe(rec, rec.on_update, _of_step(rec.kind, None, _IN_NO_OPTIMIZER), step)
+
+
+NO_STEP_BACKWARDS = 3   # backward() calls in a run without one optimizer step: a mistake
+
+
+def never_stepped(judge: StepJudge, clock, backward) -> None:
+    """At the run's end: an optimizer made, backward() called NO_STEP_BACKWARDS times or more,
+    and no optimizer step at all. Every iteration was one step that never ended (a
+    scheduler's step() called instead of the optimizer's): told once, to the loop detector."""
+    reg = judge.registry
+    if clock.steps == 0 and clock.optimizers_created and backward is not None \
+            and backward.total >= NO_STEP_BACKWARDS and reg.loop.on_output:
+        x = _of_step(LOOP_KIND, None, {"no_step": backward.total})
+        judge._observe(reg.loop, reg.loop.on_output, x, clock.step)
 
 
 def _of_step(kind: str, loss, facts) -> Observation:

@@ -16,7 +16,7 @@ from .backward import Backward
 from .clock import StepClock
 from .copies import ModelCopies
 from .hooks import Hooks
-from .judge import StepJudge
+from .judge import StepJudge, never_stepped
 from .pairing import LossCalls
 from .registry import Registry
 from .residual import blocks_of
@@ -24,8 +24,6 @@ from .scaler import ScalerWatch
 from .step_facts import StepFacts, outside_optimizers, trains_in_eval
 from .uneven import UnevenSteps
 from .updates import UpdateSampler
-
-NO_STEP_BACKWARDS = 3   # backward() calls in a run without one optimizer step: a mistake
 
 # A NamedTuple's own __new__ is a Python function; tuple.__new__ builds the same record in C.
 _new = tuple.__new__
@@ -64,7 +62,6 @@ class Monitor:
         self.copies = self.hooks.copies = ModelCopies(self.registry) \
             if self.registry.loss.watching else None
         self.uneven = UnevenSteps() if self.registry.loss.watching else None
-        self._forwards = 0          # the hooks' count of forwards at the last step's end
         self.off = None             # (step, why) monitoring was switched off by a fault
 
     @property
@@ -137,24 +134,16 @@ class Monitor:
     def close(self, completed: bool = True) -> None:
         """End of the run: classify a step in progress, unhook; after a crash or an
         interrupt, also report states that had no time to be confirmed."""
-        hooks, clock, backward = self.hooks, self.clock, self.backward
-        if hooks.active and clock.steps == 0 and clock.optimizers_created and backward is not None \
-                and backward.backwards >= NO_STEP_BACKWARDS:
-            try:
-                self.judge.never_stepped(backward.backwards, clock.step)
-            except Exception as e:  # noqa: BLE001 - a monitor fault must not end the run
-                self._switch_off(e)
+        hooks = self.hooks
         if hooks.active and self.clock.pending_end and self._bare():
             self._end_bare_step()           # (the last backward of bare tensors)
         elif hooks.active and self.clock.pending_end:
             self.end_step_safely()          # (the last forward of a script without optimizer)
         elif hooks.active and (hooks.touched or hooks.grads):
             self.end_step_safely(complete=False)
-        if hooks.active:
-            try:
-                self.judge.drain()
-            except Exception as e:  # noqa: BLE001 - a monitor fault must not end the run
-                self._switch_off(e)
+        if hooks.active:    # (the steps still being read; a run that never stepped)
+            self._guarded(self.judge.drain)
+            self._guarded(never_stepped, self.judge, self.clock, self.backward)
         self.remove()
         if completed:
             return
@@ -219,18 +208,18 @@ class Monitor:
         if backward is not None:
             idle = optimized and not backward.backwards and backward.no_grads
             backward.backwards = 0
-        copies = self.copies is not None and self.copies.check()
-        uneven, summed = False, 0
-        if backward is not None:
-            summed, backward.summed = backward.summed, 0
-        if self.uneven is not None:
-            n, self._forwards = hooks.forwards - self._forwards, hooks.forwards
-            uneven = self.uneven.step(n, summed)
+        uneven = self.uneven is not None and self.uneven.take(hooks, backward)
         return _new(StepFacts, (losses, first_grad, resets, renewed, optimized,
                                 clock.optim.several(), eval_roots, uncovered, call, idle, scaler,
-                                copies, uneven))
+                                self.copies is not None and self.copies.check(), uneven))
 
     # ---- faults ----------------------------------------------------------------------
+    def _guarded(self, work, *args) -> None:
+        try:
+            work(*args)
+        except Exception as e:  # noqa: BLE001 - a monitor fault must not end the run
+            self._switch_off(e)
+
     def _switch_off(self, error: BaseException) -> None:
         self.hooks.active = self.hooks.observing = False
         self.off = (self.clock.step, f"{type(error).__name__}: {error}")

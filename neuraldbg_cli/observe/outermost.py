@@ -23,6 +23,13 @@ class OutermostHooks:
 
     copies = None       # ModelCopies (copies.py): the calls without gradients, or None
 
+    def _outermost_init(self) -> None:
+        self.eval_roots: dict = {}          # id -> outermost module whose last call was in eval()
+        self.eval_trained: set = set()      # ids of those found trained in eval() (step_facts.py)
+        self._eval_call = False             # in an eval() call of a model not trained in eval()
+        self.forwards = 0                   # outermost forwards so far (call sites, layers.py)
+        self._input_in_kwargs = False       # the outermost call had no positional tensor
+
     def _outermost_return(self, module, args, output, kwargs) -> None:
         if transform_level() is not None:   # (a model called inside vmap: its tensors are
             return                          # the transform's, transforms.py)

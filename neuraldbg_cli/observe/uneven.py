@@ -27,6 +27,15 @@ class UnevenSteps:
     def __init__(self):
         self.found = False
         self._sizes: deque = deque(maxlen=WINDOW + 1)
+        self._forwards = 0      # the hooks' count of forwards at the last step's end
+
+    def take(self, hooks, backward) -> bool:
+        """At a step's end: its counts, taken from the hooks and the backward wrapper."""
+        summed = 0
+        if backward is not None:
+            summed, backward.summed = backward.summed, 0
+        n, self._forwards = hooks.forwards - self._forwards, hooks.forwards
+        return self.step(n, summed)
 
     def step(self, forwards: int, summed: int) -> bool:
         if self.found or forwards <= 0:
