@@ -40,6 +40,7 @@ class Backward:
         self.backwards = 0          # backward() calls in the step (the step end resets it)
         self.total = 0              # ... and in the run
         self.summed = 0             # values the step's losses summed over (uneven.py), 0: none
+        self.sums = True            # ... still counted (uneven.py stops it: 3 us a step)
         self.no_grads = False       # the pacing optimizer's parameters had no gradient
         self._leaf = None           # weakref to the leaf watched there
 
@@ -141,7 +142,8 @@ class Backward:
                 self._step_loss = True
             if self.on_loss is not None and tensors.grad_fn is not None:
                 self.on_loss(tensors)
-            self.summed += summed_over(tensors.grad_fn)
+            if self.sums:
+                self.summed += summed_over(tensors.grad_fn)
             loss = tensors.detach()
             if loss.dim():                      # (a loss of shape (1,), say)
                 loss = loss.reshape(())
@@ -183,30 +185,29 @@ def summed_over(fn, most: int = 4) -> int:
     """How many values a loss is a sum of: the size of the tensor that its first sum node
     (near the loss: its negation, a scaling, the sum of two sums) reduced; 0 for a mean or
     a loss function's own reduction. Read off the autograd graph, no tensor touched."""
-    queue, seen = [fn], 0
-    while queue and seen < most:
-        node = queue.pop(0)
-        seen += 1
-        if node is None:
-            continue
+    for node in _nodes(fn, most):
         sizes = getattr(node, "_saved_self_sym_sizes", None) if node.name() == "SumBackward0" else None
         if sizes is not None:
             return math.prod(int(s) for s in sizes)
-        queue += [n for n, _ in node.next_functions]
     return 0
 
 
 def _leaf_of(fn, most: int = 64):
     """A weakref to a leaf tensor that requires grad reached from the autograd node `fn`
     (breadth first, at most `most` nodes), or None."""
+    for node in _nodes(fn, most):
+        leaf = getattr(node, "variable", None)      # (an AccumulateGrad node)
+        if isinstance(leaf, torch.Tensor):
+            return weakref.ref(leaf)
+    return None
+
+
+def _nodes(fn, most: int):
+    """The autograd nodes reached from `fn`, breadth first, `most` looked at (None too)."""
     queue, seen = [fn], 0
     while queue and seen < most:
         node = queue.pop(0)
         seen += 1
-        if node is None:
-            continue
-        leaf = getattr(node, "variable", None)      # (an AccumulateGrad node)
-        if isinstance(leaf, torch.Tensor):
-            return weakref.ref(leaf)
-        queue += [n for n, _ in node.next_functions]
-    return None
+        if node is not None:
+            yield node
+            queue += [n for n, _ in node.next_functions]
