@@ -90,6 +90,20 @@ def test_spikes_while_the_weights_moved_at_a_healthy_pace_do_not_blame_the_rate(
     assert ("learning_rate" in causes) == blamed, causes
 
 
+@pytest.mark.parametrize("moved, cause", [(0.2, "learning_rate"), (1e-3, None)])
+def test_one_spike_while_the_weights_moved_wildly_is_the_rate(tmp_path, moved, cause):
+    """A lone spike that lasts: with every layer moving 0.2 of its weights a step it is the
+    rate's, however few spikes came before; at 1e-3 a step nothing says so."""
+    t = TraceMaker(lr=1e-3, optimizer="Adam")
+    t.tr(57, "(loss)", "spiking", signal="loss", loss=27.7, loss_median=0.01, loss_start=2.0,
+         update_median=moved)
+    t.tr(189, "(loss)", "normal", signal="loss", loss=0.0)
+    top = explain(tmp_path, t.end(200)).hypotheses[0]
+    assert top.cause == cause or cause is None and top.cause != "learning_rate", top
+    if cause:
+        assert "0.2 of their norm a step" in top.summary and top.confidence >= 0.5
+
+
 def test_spikes_long_gone_or_a_change_of_the_input_do_not_blame_the_rate(tmp_path):
     """pytorch/examples' actor-critic: two spikes of its episodic loss early on, then 250
     steps later a head `anomalous` and the input's scale changing as the policy balances the
@@ -194,6 +208,23 @@ def test_layer_in_no_optimizer_stalls_the_loss(tmp_path):
     assert (top.symptom, top.layer, top.cause) == ("frozen", "net.4", "training_loop")
     assert "no optimizer holds them" in top.summary and len(origins(a)) == 1
     assert [h.symptom for h in top.consequences] == ["stalled"]
+
+
+def test_a_layer_frozen_by_a_rate_cut_to_nothing_is_the_learning_rate(tmp_path):
+    """A StepLR(step_size=7) meant for epochs, stepped every batch: 0.001 x 0.1 every 7 steps
+    is 1e-9 by step 42, and the weights stop changing (pytorch/tutorials' transfer learning,
+    before its fix). A schedule's ordinary cuts (100x) leave the loop mistake's reading."""
+    t = TraceMaker(lr=1e-3)
+    for k in range(1, 7):
+        t.lr(7 * k, 1e-3 * 0.1 ** k, 1e-3 * 0.1 ** (k - 1))
+    t.tr(44, "net.0", "frozen", signal="update", grad_norm=0.3)
+    top = explain(tmp_path, t.end(300)).hypotheses[0]
+    assert (top.symptom, top.cause) == ("frozen", "learning_rate")
+    assert "cut from 0.001 to 1e-09 by step 42" in top.summary and "once per epoch" in top.fix
+    t = TraceMaker(lr=1e-3).lr(7, 1e-4, 1e-3).lr(14, 1e-5, 1e-4)
+    t.tr(44, "net.0", "frozen", signal="update", grad_norm=0.3)
+    top = explain(tmp_path, t.end(300)).hypotheses[0]
+    assert (top.symptom, top.cause) == ("frozen", "training_loop")
 
 
 def test_a_cut_graph_is_the_training_loop(tmp_path):

@@ -165,6 +165,33 @@ def test_gradient_checkpointing_recomputation_is_not_a_model_call(tmp_path, hook
     assert {"emb", "blocks.0.0", "blocks.1.2", "head"} <= layers
 
 
+@pytest.mark.parametrize("reentrant", [False, True])
+def test_a_dead_layer_inside_a_checkpointed_block_is_found(tmp_path, hooks_clean, reentrant):
+    """A reentrant checkpoint runs its region's forward without gradients and again in
+    backward with them: its layers are read there. They were never read at all (open_clip's
+    blocks showed gradients only), so a ReLU dead in every block went unseen."""
+    from torch.utils.checkpoint import checkpoint
+
+    class Block(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc, self.act, self.out = nn.Linear(32, 32), nn.ReLU(), nn.Linear(32, 32)
+            nn.init.constant_(self.fc.bias, -20.0)
+
+        def forward(self, x):
+            return x + self.out(self.act(self.fc(x)))
+
+    torch.manual_seed(0)
+    blocks = nn.ModuleList([Block(), Block()])
+    model = nn.Sequential(nn.Linear(16, 32), *blocks, nn.Linear(32, 4))
+    model.forward = lambda x: model[3](checkpoint(blocks[1], checkpoint(
+        blocks[0], model[0](x), use_reentrant=reentrant), use_reentrant=reentrant))
+    dbg = run(tmp_path, model, steps=12)
+    dead = {(t["layer"], t["step"]) for t in dbg.failures() if t["to"] == "dead"}
+    assert dead == {("1.act", 0), ("2.act", 0)}, dbg.transitions
+    assert len([e for e in trace_events(tmp_path / "t.jsonl") if e["event"] == "model"]) == 1
+
+
 def resnet():
     torch.manual_seed(0)
     return nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU(),
@@ -367,3 +394,31 @@ def test_a_float_mask_passed_to_the_model_is_not_its_input(tmp_path, hooks_clean
             loss.backward()
             opt.step()
     assert not dbg.failures(), dbg.failures()
+
+
+@pytest.mark.parametrize("parametrize", ["spectral_norm", "weight_norm"])
+def test_a_parametrized_layer_owns_its_weight(tmp_path, hooks_clean, parametrize):
+    """An SN-GAN discriminator's hinge loss, every margin active: the biases' gradients are
+    exactly -1 + 1 = 0. The weight of a layer under torch.nn.utils.parametrizations lives in
+    `parametrizations.weight.original`; judged on its bias alone, the head's gradient read
+    `vanishing` for 40 steps and failed the run. The layer is one leaf Linear, whose gradient
+    is its weight's, and the modules computing the weight are not layers."""
+    wrap = getattr(nn.utils.parametrizations, parametrize)
+    torch.manual_seed(0)
+    d = nn.Sequential(wrap(nn.Linear(16, 64)), nn.LeakyReLU(0.1), wrap(nn.Linear(64, 1)))
+    opt = torch.optim.Adam(d.parameters(), lr=1e-4, betas=(0.0, 0.9))
+    with NeuralDbg(trace=str(tmp_path / "t.jsonl")) as dbg:
+        for _ in range(40):
+            real, fake = torch.randn(64, 16) + 1.0, torch.randn(64, 16) - 1.0
+            loss = F.relu(1.0 - d(real)).mean() + F.relu(1.0 + d(fake)).mean()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+    assert not dbg.failures()
+    events = trace_events(tmp_path / "t.jsonl")
+    (model,) = [e for e in events if e["event"] == "model"]
+    assert [(la["name"], la["kind"], la["params"]) for la in model["layers"]] == \
+        [("0", "param", sum(p.numel() for p in d[0].parameters())), ("1", "other", 0),
+         ("2", "param", sum(p.numel() for p in d[2].parameters()))]
+    grad = next(e for e in events if e.get("layer") == "2" and e.get("signal") == "gradient")
+    assert grad["to"] == "healthy" and grad["stats"]["grad_norm"] > 1.0

@@ -273,6 +273,30 @@ def test_a_layer_added_after_the_optimizer_is_frozen(tmp_path, hooks_clean):
     assert {layer for layer, _, _ in found} == {"2"}
 
 
+def test_a_generator_whose_optimizer_has_not_stepped_yet_is_held_by_it(tmp_path, hooks_clean):
+    """An SN-GAN's loop: 15 critic steps before the generator's first, the generated batch not
+    detached in the critic's loss, so the generator gets gradients from the start. Its
+    optimizer was built before training: no layer of it is `frozen` "in no optimizer"."""
+    torch.manual_seed(0)
+    g = nn.Sequential(nn.Linear(8, 32), nn.ReLU(), nn.Linear(32, 2))
+    d = nn.Sequential(nn.Linear(2, 32), nn.LeakyReLU(0.1), nn.Linear(32, 1))
+    with NeuralDbg(trace=str(tmp_path / "t.jsonl")) as dbg:
+        opt_d = torch.optim.Adam(d.parameters(), lr=2e-4, betas=(0.0, 0.9))
+        opt_g = torch.optim.Adam(g.parameters(), lr=2e-4, betas=(0.0, 0.9))
+        for _ in range(4):
+            for _ in range(15):
+                opt_d.zero_grad()
+                opt_g.zero_grad()
+                real, z = torch.randn(64, 2) * 0.5 + 2.0, torch.randn(64, 8)
+                (F.relu(1.0 - d(real)).mean() + F.relu(1.0 + d(g(z))).mean()).backward()
+                opt_d.step()
+            opt_d.zero_grad()
+            opt_g.zero_grad()
+            (-d(g(torch.randn(64, 8))).mean()).backward()
+            opt_g.step()
+    assert not [t for t in dbg.transitions if t["to"] == "frozen"], dbg.transitions
+
+
 def test_intentionally_frozen_layers_are_not_findings(tmp_path, hooks_clean):
     model, x, y = _mlp(), torch.randn(16, 8), torch.randn(16, 1)
     for p in model[0].parameters():

@@ -420,3 +420,10 @@ def test_drift_of_tiny_batches_says_so_and_deeper_drift_alone_is_not_the_data(tm
     t = TraceMaker(BN_MLP)
     t.tr(20, "net.4", "drift", signal="norm", drift=0.7, per_channel=64, batch=64).end(60)
     assert explained(tmp_path / "b", t)[0].cause == "unknown"
+    # a deeper BatchNorm after a Linear (2 values a channel) drifting alone: the batch is tiny
+    # all the same (the first, after a conv, has 2 x 28 x 28 values a channel)
+    (tmp_path / "c").mkdir()
+    t = TraceMaker(BN_MLP)
+    t.tr(20, "net.4", "drift", signal="norm", drift=1.25, per_channel=2, batch=2).end(60)
+    top = explained(tmp_path / "c", t)[0]
+    assert top.cause == "input_data" and "batches of 2 are too small" in top.summary, top

@@ -62,6 +62,12 @@ BROKEN = {
         "not_log_probabilities"),
     "logits into NLLLoss": (
         [nn.Linear(16, 4)], nn.NLLLoss(), classes, "mismatched", "not_log_probabilities"),
+    "log_softmax over the batch into NLLLoss": (
+        [nn.Linear(16, 4), nn.LogSoftmax(dim=0)], nn.NLLLoss(), classes, "mismatched",
+        "normalised_other_dim"),
+    "functional log_softmax over the batch into F.nll_loss": (
+        [nn.Linear(16, 4)], lambda out, y: F.nll_loss(F.log_softmax(out, 0), y), classes,
+        "mismatched", "normalised_other_dim"),
     "targets of another shape in MSELoss": (
         [nn.Linear(16, 1)], nn.MSELoss(), torch.randn(N), "mismatched", "broadcast"),
     "L1Loss on one-hot classes": (
@@ -93,6 +99,16 @@ def test_each_mismatch_is_named_at_step_0_with_its_reason(tmp_path, hooks_clean,
     assert {"loss_fn", "output_min", "target_max", "output_shape"} <= set(first["stats"])
 
 
+def test_a_log_softmax_over_a_batch_as_large_as_the_classes_is_told_by_its_rows(tmp_path,
+                                                                                hooks_clean):
+    """Four rows of four classes: the sizes cannot tell the dimensions apart, the rows'
+    logsumexp can (PointNet's log_softmax over dim 0, seen one shape at a time)."""
+    found = observe(tmp_path, [nn.Linear(16, 4), nn.LogSoftmax(dim=0)], nn.NLLLoss(),
+                    torch.arange(4), x=torch.randn(4, FEATURES))
+    assert verdict(found) == ("mismatched", "normalised_other_dim"), found
+    assert found[0]["stats"]["normalised"] == found[0]["stats"]["units"] == 4
+
+
 def test_labels_that_are_all_one_class_are_named_once_it_is_clear(tmp_path, hooks_clean):
     """y / 255 on integer labels: every label 0. Named after 50 steps (a class-ordered,
     unshuffled dataset also starts with one class), not before."""
@@ -115,6 +131,9 @@ HEALTHY = {
     "one-hot targets into cross_entropy": (
         [nn.Linear(16, 4)], lambda out, y: F.cross_entropy(out, y), one_hot),
     "log_softmax into NLLLoss": ([nn.Linear(16, 4), nn.LogSoftmax(dim=1)], nn.NLLLoss(), classes),
+    "log_softmax over the last dim of (N, L, C), permuted for NLLLoss": (
+        [nn.Linear(16, 8), nn.Unflatten(1, (2, 4)), nn.LogSoftmax(dim=-1)],
+        lambda out, y: F.nll_loss(out.permute(0, 2, 1), y), torch.stack([classes] * 2, 1)),
     "log of a softmax into nll_loss": (
         [nn.Linear(16, 4)], lambda out, y: F.nll_loss(torch.log(torch.softmax(out, 1)), y),
         classes),

@@ -79,3 +79,33 @@ def test_without_growth_every_recovery_takes_the_debounce():
     tr = SignalTracker(2, growth=1)
     flapping = ["normal"] + (["dead"] * 3 + ["normal"] * 6) * 5
     assert sum(1 for i, s in enumerate(flapping) if tr.update(i, s, {})) == 11
+
+
+def test_recoveries_older_than_the_window_are_forgotten():
+    """With a window, only the recoveries of its last steps lengthen the next: a layer dead
+    for a step every 150 steps recovers from each, after at most 2 x 4^3 healthy steps."""
+    tr = SignalTracker(2, growth=4, window=500)
+    story = ["normal"] + (["dead"] * 2 + ["normal"] * 148) * 12
+    got = [(t.step, t.state) for t in (tr.update(i, s, {}) for i, s in enumerate(story)) if t]
+    assert [s for _, s in got] == ["normal"] + ["dead", "normal"] * 12
+    assert [step for step, s in got if s == "normal"][1:] == [3 + 150 * k for k in range(12)]
+
+
+def test_a_recovery_held_back_by_the_hysteresis_is_told_when_the_run_ends():
+    tr = SignalTracker(2, growth=4)
+    for i, s in enumerate(["normal", "dead", "dead", "normal", "normal", "dead", "dead"]
+                          + ["normal"] * 5):
+        tr.update(i, s, {})
+    assert tr.state == "dead"               # (the second recovery takes 8 healthy steps)
+    t = tr.flush(completed=True)
+    assert (t.step, t.state, t.stats) == (7, "normal", {})
+    assert tr.flush(completed=True) is None
+
+
+def test_an_unconfirmed_failure_is_told_only_when_the_run_did_not_complete():
+    for completed, told in ((True, None), (False, ("dead", True))):
+        tr = SignalTracker(3)
+        tr.update(0, "normal", {})
+        tr.update(1, "dead", {})
+        t = tr.flush(completed)
+        assert (t and (t.state, t.stats["unconfirmed"])) == told

@@ -9,7 +9,7 @@ import torch
 from test_ci_outputs import parse_junit
 from torch import nn
 
-from conftest import run_end, run_neuraldbg, trace_events, train
+from conftest import run_end, run_neuraldbg, trace_events, train, transitions
 from neuraldbg_cli import NeuralDbg
 from neuraldbg_cli.cli.main import main
 from neuraldbg_cli.explain.analysis import analyze, to_json
@@ -204,3 +204,43 @@ def test_a_run_that_trains_only_in_child_processes_says_nothing_was_observed(tmp
     out = " ".join(capsys.readouterr().out.split())
     assert "Verdict: none, no training step was observed" in out
     assert "No training step was observed in this process" in out and "stayed normal" not in out
+
+
+def _outlier_batches(trace, every: int, steps: int) -> NeuralDbg:
+    """A regression that converges, with one batch of shifted targets every `every` steps:
+    each gives a one-step spike of the loss, after which the loss drops back."""
+    torch.manual_seed(0)
+    w = torch.randn(8, 1)
+    model = nn.Sequential(nn.Linear(8, 32), nn.Tanh(), nn.Linear(32, 1))
+    opt = torch.optim.SGD(model.parameters(), lr=0.02)
+    with NeuralDbg(trace=str(trace)) as dbg:
+        for i in range(steps):
+            x = torch.randn(64, 8)
+            y = x @ w + 0.05 * torch.randn(64, 1) + (6.0 if i % every == every - 1 else 0.0)
+            loss = nn.functional.mse_loss(model(x), y)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+    return dbg
+
+
+def test_an_outlier_batch_every_few_hundred_steps_is_a_blip_each_time(tmp_path):
+    """The hysteresis forgets recoveries older than the verdict's window: every spike is told
+    and recovered from. Remembering every recovery of the run held the loss in `spiking` from
+    the fifth spike (step 749) to the end: a failure, blamed on the learning rate."""
+    trace = tmp_path / "t.jsonl"
+    dbg = _outlier_batches(trace, every=150, steps=1600)
+    events = trace_events(trace)
+    spikes = [t["step"] for t in transitions(events, layer="(loss)", to="spiking")]
+    assert spikes == [s for s in range(149, 1600, 150)]
+    assert dbg.failures() == [] and run_end(events)["failures"] == 0
+    assert run_end(events)["blips"] == len(spikes)
+
+
+def test_a_loss_that_spikes_every_few_dozen_steps_still_fails(tmp_path):
+    """Spikes more often than the hysteresis forgets: the loss is held in `spiking`, a
+    failure, and the trace is not flooded (15 spikes; told at every swing: 31 changes)."""
+    trace = tmp_path / "t.jsonl"
+    dbg = _outlier_batches(trace, every=40, steps=600)
+    assert [(t["layer"], t["to"]) for t in dbg.failures()][:1] == [("(loss)", "spiking")]
+    assert len(transitions(trace_events(trace), layer="(loss)")) <= 600 // 40

@@ -15,6 +15,7 @@ UPDATE = states.UPDATE.name
 
 HEALTHY_UPDATE = 1e-3   # ||dW|| / ||W|| a step: the practitioner's rule of thumb for healthy
 CALM_UPDATE = 2 * HEALTHY_UPDATE    # a loss spike with updates no larger: not the rate's
+WILD_UPDATE = 10 * HEALTHY_UPDATE   # ... with updates this large: the rate's, as updates seen too large
 SPIKES_BEFORE = 5 * HORIZON     # a layer's failure: the loss's spikes this many steps before
 WARMUP_STEPS = 100      # a failure this early, with the full rate from step 0: no warm-up
 # What updates too large bring about (in the model, the loss, or the updates themselves).
@@ -54,7 +55,11 @@ def rate_too_high(ep, ctx):
     n = len(spikes) + (ctx.folded(ep.run, ep.layer, LOSS) if ep.signal == LOSS else 0)
     # (a loss that spikes again and again is evidence as strong as updates seen too large)
     swings = min(0.85, 0.65 + 0.05 * n) if n >= 2 else 0.0
-    if recent:
+    wild = [s for s in ([ep] if ep.signal == LOSS and ep.state == "spiking" else []) + spikes
+            if is_number(moved := s.stats.get("update_median")) and moved >= WILD_UPDATE]
+    if wild:            # (every layer's median: wider evidence than one layer's updates)
+        strength = 0.85
+    elif recent:
         strength = max(0.8, swings)
     elif big or swings:
         strength = max(0.75, swings)
@@ -65,10 +70,14 @@ def rate_too_high(ep, ctx):
     h = rates.in_force(ctx.hparams(ep.run), ep.onset)
     lr = f" ({rates.shown(h['lr'])})" if h else ""
     evidence = [*_updates_told(recent or big), *_spikes_told(spikes, n, ep.signal == LOSS),
+                *_wild_told(wild),
                 _rate_story(ctx.hparams(ep.run), h, ep.onset)]
     if big:
         worst = max(s.stats["update_ratio"] for s in big)
         why = f"updates of up to {worst:.2g} of the weights a step"
+    elif wild:
+        why = (f"the loss spiked while the weights moved up to "
+               f"{max(s.stats['update_median'] for s in wild):.2g} of their norm a step")
     else:
         why = f"the loss spiked {_times(n, ep.signal == LOSS)}"
     return Finding("learning_rate", strength, f"{why}: the learning rate{lr} is too high for this model",
@@ -95,6 +104,16 @@ def _updates_told(big: list) -> list:
         out.append(f"{len(layers)} layers took updates too large for their weights from step "
                    f"{big[0].onset}: {', '.join(layers[:4])}{more}")
     return out
+
+
+def _wild_told(wild: list) -> list:
+    if not wild:
+        return []
+    worst = max(wild, key=lambda s: s.stats["update_median"])
+    moved = worst.stats["update_median"]
+    return [f"as the loss spiked at step {worst.onset}, the layers' weights were moving "
+            f"{moved:.2g} of their norm a step (median; about {moved / HEALTHY_UPDATE:.0f}x "
+            "the healthy ~1e-3)"]
 
 
 def _spikes_told(spikes: list, n: int, more: bool) -> list:

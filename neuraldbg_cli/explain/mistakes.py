@@ -3,6 +3,7 @@ eval() mode, parameters in no optimizer (or never changed), a graph cut before a
 from __future__ import annotations
 
 from .. import states
+from . import rates
 from .finding import Finding
 
 LOOP = states.LOOP.name
@@ -43,6 +44,9 @@ def loop_mistake(ep, ctx):
                             "(was the layer replaced after the optimizer was built?)",
                             f"{ep.layer}'s parameters got gradients at step {ep.onset} but are in "
                             "no optimizer: its weights never change")
+        decayed = _decayed(ep, ctx)
+        if decayed is not None:
+            return decayed
         return _finding(ep, 0.9, "its parameters get gradients but the optimizer never changes "
                         "them (a learning rate of 0?)",
                         f"{ep.layer}'s weights did not change from step {ep.onset} although its "
@@ -53,6 +57,31 @@ def loop_mistake(ep, ctx):
                         f"no gradient reached {ep.layer}'s parameters at step {ep.onset}, while "
                         "layers after it got theirs")
     return None
+
+
+def _decayed(ep, ctx) -> Finding | None:
+    """A layer frozen by a learning rate its schedule has cut to nothing: the steps became
+    smaller than the weights' float precision (a per-epoch schedule stepped every batch)."""
+    for seen in rates.by_optimizer(ctx.hparams(ep.run), ep.onset):
+        first, now = rates.peak(seen[0]["lr"]), rates.peak(seen[-1]["lr"])
+        if first > 0 and now <= first * DECAYED:
+            name = seen[-1].get("optimizer", "the optimizer")
+            return Finding("learning_rate", 0.9, f"the learning rate was cut from "
+                           f"{rates.shown(seen[0]['lr'])} to {rates.shown(seen[-1]['lr'])} by step "
+                           f"{seen[-1]['step']}: its steps no longer change the weights (a "
+                           "scheduler meant for epochs stepped every batch?)",
+                           (f"{ep.layer}'s weights stopped changing at step {ep.onset} although "
+                            f"its gradient is not zero",
+                            f"{name}'s learning rate fell from {rates.shown(seen[0]['lr'])} at "
+                            f"step {seen[0]['step']} to {rates.shown(seen[-1]['lr'])} at step "
+                            f"{seen[-1]['step']}, {len(seen) - 1} cuts"),
+                           "Step the learning-rate scheduler once per epoch (after the batch "
+                           "loop), or size its step_size/milestones in batches; keep the rate "
+                           "within ~100x of its start while training.")
+    return None
+
+
+DECAYED = 1e-3      # a rate cut this far below its start: no longer a schedule's annealing
 
 
 def _finding(ep, strength: float, why: str, line: str) -> Finding:

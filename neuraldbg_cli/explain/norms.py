@@ -23,7 +23,8 @@ _FIX_TINY = ("Use larger batches (accumulate gradients for the step size, not fo
 def batch_statistics(ep, ctx):
     """BatchNorm drift in the model's first BatchNorm layer (usually with others at once): the
     batches already differ from each other before the model has transformed them, so the
-    data loading, not the model, is to blame. (A gain collapse has no rule of its own: its
+    data loading, not the model, is to blame; or in any BatchNorm whose channels hold too few
+    values a batch to estimate their statistics. (A gain collapse has no rule of its own: its
     state's fix, weight decay off the gains, is what explain gives.)"""
     if ep.signal != NORM:
         return None
@@ -36,10 +37,13 @@ def batch_statistics(ep, ctx):
         if st.end is None or st.end >= ep.onset))
     if not batchnorms and "BatchNorm" in ep.module_type:
         batchnorms = [ep.layer]         # (a trace without its model event)
-    if not batchnorms or batchnorms[0] not in drifting:
-        return None         # (only deeper layers: the model moved, not the data)
-    first = batchnorms[0]
     n, batch = s.get("per_channel"), s.get("batch")
+    # (batches too small for any BatchNorm: the one after a Linear, which normalises a
+    # batch's values alone, shows it first)
+    tiny = is_number(n) and n < _tiny(ctx, ep.run)
+    if not tiny and (not batchnorms or batchnorms[0] not in drifting):
+        return None         # (only deeper layers: the model moved, not the data)
+    first = batchnorms[0] if batchnorms else ep.layer
     evidence = [f"at step {ep.onset} each batch's mean in {ep.layer} lay {_num(s.get('drift'))} "
                 f"running standard deviations from BatchNorm's running mean (median "
                 f"{_num(s.get('drift_median'))} over the last steps), averaged over channels"
@@ -47,7 +51,6 @@ def batch_statistics(ep, ctx):
                    "batches differ from one another, not only from an average that lags"
                    if is_number(s.get("jump")) else "")
                 + _fair(n, batch)]
-    tiny = is_number(n) and n < _tiny(ctx, ep.run)
     if len(batchnorms) > 1 and not tiny:
         others = [l for l in drifting if l in batchnorms]
         which = (f"only {first}, the first after the input, drifts" if others == [first] else

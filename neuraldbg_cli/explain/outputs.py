@@ -96,6 +96,21 @@ def _not_log_probabilities(w):
             "CrossEntropyLoss instead.")
 
 
+def _other_dim(w):
+    n = _n(w.s.get("normalised"))
+    over = f"a dimension of size {n}" + (" (the batch)" if n == w.rows else "") \
+        if n != w.units else "a dimension other than the classes"
+    return ("architecture", 0.9, f"the {w.act} normalises {over} rather than the "
+            f"{w.units} classes: each row is not a distribution over its classes, so "
+            f"{w.loss} compares the wrong numbers (a prediction depends on the rest of the batch)",
+            f"the {w.act} before {w.loss} normalised {over}; the classes are dimension 1 "
+            f"({w.units} units, {w.rows} rows)" + (f", whose rows' logsumexp lies up to "
+            f"{_n(w.s.get('row_logsumexp_gap'))} from 0" if w.s.get("row_logsumexp_gap")
+            is not None else ""),
+            f"Normalise over the classes: {w.act}(x, dim=1) (or dim=-1 for (batch, classes) "
+            "outputs); nn.LogSoftmax() and F.log_softmax(x) without dim may pick dim 0.")
+
+
 def _broadcast(w):
     out, target = w.shape("output_shape"), w.shape("target_shape")
     return ("architecture", 0.85, f"the output {out} and the targets {target} differ in shape, "
@@ -184,6 +199,7 @@ _TOLD = {
         "the sigmoid", "Return the logits into BCEWithLogitsLoss, or keep the sigmoid and use "
         "BCELoss."),
     "not_log_probabilities": _not_log_probabilities,
+    "normalised_other_dim": _other_dim,
     "broadcast": _broadcast,
     "regression_loss_on_classes": _regression_on_classes,
     "exclusive_classes": _exclusive,

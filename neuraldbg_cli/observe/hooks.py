@@ -69,8 +69,9 @@ class Hooks(OptimizerHooks, OutermostHooks):
     def install(self, existing_optimizers: bool, optimizer_created) -> None:
         """existing_optimizers: look for optimizers made before this call (a notebook)."""
         if existing_optimizers:
-            self.clock.optimizers_created += sum(issubclass(type(o), Optimizer)
-                                                 for o in gc.get_objects())
+            found = [o for o in gc.get_objects() if issubclass(type(o), Optimizer)]
+            self.clock.optimizers_created += len(found)
+            self.registry.hold(*found)
         self._installed = Installed(self._pre_hook, self._hook, self._optimizer_stepping,
                                     self._optimizer_stepped, optimizer_created,
                                     self.registry.parents.assigned)
@@ -139,15 +140,15 @@ class Hooks(OptimizerHooks, OutermostHooks):
                     root = self._roots.get(id(module))
                     if root is not None and root() is module:
                         self._outermost_return(module, args, output, kwargs)
-            # (not an evaluation pass, unless the model trains in eval(), a finding; not a
-            # backward pass's calls, as gradient checkpointing recomputes what was seen, nor a
-            # torch.func transform's, whose tensors are its own: transforms.py)
-            if not self.observing or self._eval_call or not _grad_enabled() \
-                    or _graph_task() != -1 or _transform():
+            # (not an evaluation pass, unless the model trains in eval(), a finding; nor a
+            # torch.func transform's call, whose tensors are its own: transforms.py)
+            if not self.observing or self._eval_call or not _grad_enabled() or _transform():
                 return
             rec = self._recs.get(id(module))
             if rec is None or rec.ref() is not module:  # new, or an id reused by a new module
                 rec = self._register(module)
+            if _graph_task() != -1 and not _unseen_leaf(rec):
+                return      # (gradient checkpointing recomputing in backward what was seen)
             norm = rec.norm
             if norm is not None and eager and norm.after(module, args, self.clock.step):
                 self.normed.append(rec)
@@ -246,3 +247,11 @@ def may_pause(hooks) -> bool:
                                  or getattr(root, "_compiled_call_impl", None) is not None):
             return False
     return True
+
+
+def _unseen_leaf(rec) -> bool:
+    """A layer whose output this step's forwards did not show: a reentrant checkpoint runs
+    its region's forward without gradients, and again in backward with them (read then, once
+    a step). A container's branch is not read there: a non-reentrant checkpoint's forward
+    was seen, and its recomputation would count the block's call twice."""
+    return rec.leaf and rec.reads and not rec.acc.numel

@@ -32,8 +32,8 @@ class Installed:
         orig = self._orig_opt_init = Optimizer.__init__
 
         def init(opt, *args, **kwargs):
-            optimizer_created()
             orig(opt, *args, **kwargs)
+            optimizer_created(opt)
         Optimizer.__init__ = init
         # torch warns, on the user's stderr, that global hooks also fire for the wrapper of
         # torch.compile(model): these hooks are neuraldbg's and skip that wrapper.

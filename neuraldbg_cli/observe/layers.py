@@ -17,8 +17,9 @@ from .detectors.base import (
 from .kinds import CHANNEL_FIRST, SQUASH_KINDS, TRANSPARENT, UNIT_KINDS
 from .naming import class_name
 from .norms import reading_for
+from .parametrized import own_parameters
 from .residual import UNSEEN
-from .tracker import SignalTracker
+from .tracker import Hysteresis, SignalTracker
 
 SITE_KINDS = (*UNIT_KINDS, *SQUASH_KINDS)
 MAX_SITES = 16      # call sites per module; later calls of a forward share the last
@@ -55,7 +56,7 @@ class LayerRec:
                  "residual", "dtype")
 
     def __init__(self, module, kind: str, leaf: bool, watches: list, debounce: int,
-                 growth: int = 1):
+                 hysteresis: Hysteresis = Hysteresis()):
         """watches: [(detector, the reductions it needs of this module)], needs not empty."""
         self.skip = False               # (the input's record can be switched off)
         self.ref = weakref.ref(module) if module is not None else None
@@ -74,7 +75,7 @@ class LayerRec:
         self.acc = Accumulator(kind, isinstance(module, CHANNEL_FIRST), mode)
         self.is_output = False
         # in the order of the registry; judged at the step end, or at the optimizer step
-        self.watching = [Watch(d, d.history(), SignalTracker(debounce, d.signal.ok, growth))
+        self.watching = [Watch(d, d.history(), SignalTracker(debounce, d.signal.ok, *hysteresis))
                          for d, _ in watches]
         pairs = list(zip(self.watching, watches))
         self.on_output = [w for w, (_, n) in pairs if GRAD_NORM not in n and NORM_STATS not in n]
@@ -90,7 +91,7 @@ class LayerRec:
         # named NAME#k+1; calls at the same place in later forwards (micro-batches) merge.
         self.site = 0
         self.sites = [] if kind in SITE_KINDS and leaf and module is not None \
-            and next(module.parameters(recurse=False), None) is None else None
+            and next(own_parameters(module), None) is None else None
         self.seen_in = -1               # the forward (Hooks' count) of its last call
         self.dtype = None               # its output's dtype (float16 under autocast, say)
         # a container with parameters of its own may be a residual block (observe/residual.py)

@@ -22,6 +22,7 @@ from .registry import Registry
 from .residual import blocks_of
 from .scaler import ScalerWatch
 from .step_facts import StepFacts, outside_optimizers, trains_in_eval
+from .tracker import Hysteresis
 from .uneven import UnevenSteps
 from .updates import UpdateSampler
 
@@ -42,7 +43,7 @@ class Monitor:
         self.clock = StepClock(every, emit)
         found = detector_registry.build(thresholds, signals) if detectors is None else detectors
         self.registry = Registry(found, thresholds.debounce_steps, self.clock, emit,
-                                 self.fault, model, thresholds.recovery_growth)
+                                 self.fault, model, Hysteresis.of(thresholds, every))
         self.judge = StepJudge(thresholds, self.registry, emit, self.fault)
         self.hooks = Hooks(self.registry, self.clock, self.end_step_safely, self.fault)
         self.hooks.updates = UpdateSampler(thresholds.update.sample)
@@ -118,9 +119,10 @@ class Monitor:
         hooks.paced, hooks.renewed = True, self.backward.renewed_leaf()
         self.end_step_safely()
 
-    def _optimizer_created(self) -> None:
+    def _optimizer_created(self, opt) -> None:
         clock = self.clock
         clock.optimizers_created += 1
+        self.registry.hold(opt)
         if clock.optim.primary is None and (clock.steps or clock.pending_end):
             self.end_step_safely()
             clock.restart()
@@ -132,8 +134,9 @@ class Monitor:
                 part.remove()
 
     def close(self, completed: bool = True) -> None:
-        """End of the run: classify a step in progress, unhook; after a crash or an
-        interrupt, also report states that had no time to be confirmed."""
+        """End of the run: classify a step in progress, unhook; report the recoveries the
+        hysteresis held back, and after a crash or an interrupt, the states that had no time
+        to be confirmed."""
         hooks = self.hooks
         if hooks.active and self.clock.pending_end and self._bare():
             self._end_bare_step()           # (the last backward of bare tensors)
@@ -145,11 +148,9 @@ class Monitor:
             self._guarded(self.judge.drain)
             self._guarded(never_stepped, self.judge, self.clock, self.backward)
         self.remove()
-        if completed:
-            return
         for rec in [*self.registry.layers(), *blocks_of(self.registry)]:
             for watch in rec.watching:
-                t = watch.tracker.flush()
+                t = watch.tracker.flush(completed)
                 if t is not None:
                     self.judge.write(rec, watch.detector.signal.name, t)
 
@@ -200,7 +201,7 @@ class Monitor:
         scaler = self.scaler.take(clock.optim.primary and clock.optim.primary()) \
             if self.scaler is not None else None
         # (a step a GradScaler skipped updated nothing: no layer's update is judged)
-        uncovered = outside_optimizers(recs, self.registry.owners) \
+        uncovered = outside_optimizers(recs, self.registry) \
             if optimized and hooks.updates is not None and not (scaler and scaler["skipped"] is True) \
             else []
         call = self.loss_calls.take() if self.loss_calls is not None else None

@@ -11,6 +11,7 @@ from torch import nn
 
 from . import naming
 from .accumulator import first_tensor
+from .parametrized import is_parametrization
 from .transforms import transform_level
 
 _graph_task = getattr(torch._C, "_current_graph_task_id", lambda: -1)  # -1: not in backward
@@ -87,11 +88,11 @@ class OutermostHooks:
             return
         root = self._roots.get(id(module))
         if root is None or root() is not module:
-            if next(module.parameters(), None) is None:
+            if next(module.parameters(), None) is None or is_parametrization(module):
                 # Parameter-free modules called on their own (nn.Softmax()(logits) in a loop)
-                # are post-processing, not a model: neither a root nor layers of one.
-                for m in module.modules():
-                    reg.skip(m)
+                # are post-processing, not a model: neither a root nor layers of one; nor is
+                # a parametrized weight computed outside a forward.
+                reg.skip_all(module)
                 return
             reg.add_root_safely(module)
         if not self.observing or self._eval_call:

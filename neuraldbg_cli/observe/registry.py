@@ -11,6 +11,8 @@ from ..trace import INPUT_LAYER, LOOP_LAYER, LOSS_LAYER, OUTPUT_LAYER, SCALER_LA
 from . import naming, weights
 from .kinds import INPUT_KIND, LOOP_KIND, LOSS_KIND, OTHER, OUTPUT_KIND, SCALER_KIND, kind_of
 from .layers import LayerRec, Skipped
+from .parametrized import is_leaf, is_parametrization, own_parameters
+from .tracker import Hysteresis
 
 _Loss = nn.modules.loss._Loss
 
@@ -22,10 +24,10 @@ class Registry:
     changed in place, never replaced."""
 
     def __init__(self, detectors: list, debounce: int, clock, emit, fault, model=None,
-                 growth: int = 1):
+                 hysteresis: Hysteresis = Hysteresis()):
         self.detectors = detectors
         self.debounce = debounce
-        self.growth = growth                # (tracker.SignalTracker's hysteresis)
+        self.hysteresis = hysteresis        # (tracker.SignalTracker's)
         self.clock = clock                  # (the step a model event is dated to)
         self.emit = emit
         self.fault = fault
@@ -33,6 +35,7 @@ class Registry:
         self.names: dict = {}               # id(module) -> (weakref, layer name)
         self.roots: dict = {}               # id(outermost module) -> weakref
         self.owners: dict = {}              # id(parameter) -> LayerRec
+        self.optimizers: list = []          # weakrefs of the optimizers made
         self.updates_watched = False        # some layer's updates are judged (else none sampled)
         self.batchnorms: dict = {}          # id(module) -> LayerRec of a BatchNorm read
         self.parents = naming.Parents()     # (a submodule called alone is named in its model)
@@ -52,7 +55,7 @@ class Registry:
     def _pseudo(self, kind: str, name: str, leaf: bool) -> LayerRec:
         """The record of a pseudo-layer (module None), named `name` in the trace."""
         rec = LayerRec(None, kind, leaf, self._watches(None, kind, leaf), self.debounce,
-                       self.growth)
+                       self.hysteresis)
         rec.fallback_name = name
         return rec
 
@@ -64,8 +67,10 @@ class Registry:
         if naming.is_wrapper(module) or isinstance(module, _Loss) or (
                 self.allowed is not None and id(module) not in self.allowed):
             return self.skip(module)
-        leaf = next(module.children(), None) is None
-        has_params = any(p.requires_grad for p in module.parameters(recurse=False))
+        if is_parametrization(module):
+            return self.skip_all(module)
+        leaf = is_leaf(module)
+        has_params = any(p.requires_grad for p in own_parameters(module))
         if not leaf and not has_params:
             return self.skip(module)
         if not has_params and self.names and self.name(module) is None:
@@ -77,7 +82,7 @@ class Registry:
         watches = self._watches(module, kind, leaf)
         if not watches:
             return self.skip(module)
-        rec = LayerRec(module, kind, leaf, watches, self.debounce, self.growth)
+        rec = LayerRec(module, kind, leaf, watches, self.debounce, self.hysteresis)
         self.recs[id(module)] = rec
         if rec.norm is not None and rec.norm.batchnorm:
             self.batchnorms[id(module)] = rec       # (its running statistics: before each call)
@@ -86,7 +91,7 @@ class Registry:
         if rec.on_update:
             self.updates_watched = True
         if rec.on_grad or rec.on_update:
-            for p in module.parameters(recurse=False):
+            for p in own_parameters(module):
                 owner = self.owners.get(id(p))      # (its id may be that of a parameter gone)
                 if owner is None or owner.ref() is None:
                     self.owners[id(p)] = rec
@@ -98,15 +103,30 @@ class Registry:
         if k > len(sites):
             module = rec.ref()
             extra = LayerRec(module, rec.kind, rec.leaf, self._watches(module, rec.kind, rec.leaf),
-                             self.debounce, self.growth)
+                             self.debounce, self.hysteresis)
             extra.site, extra.sites = k, None
             sites.append(extra)
         return sites[k - 1]
+
+    def hold(self, *optimizers) -> None:
+        self.optimizers = [r for r in self.optimizers if r() is not None]
+        self.optimizers += [weakref.ref(o) for o in optimizers]
+
+    def held(self) -> set:
+        """The ids of the parameters some optimizer holds, stepped or not yet."""
+        return {id(p) for r in self.optimizers if (o := r()) is not None
+                for g in o.param_groups for p in g["params"]}
 
     def skip(self, module):
         self.batchnorms.pop(id(module), None)
         entry = self.recs[id(module)] = Skipped(module)
         return entry
+
+    def skip_all(self, module):
+        """Skip `module` and every module inside it."""
+        for m in module.modules():
+            self.skip(m)
+        return self.recs[id(module)]
 
     def layers(self) -> list:
         """The pseudo-layers' records and every layer's, each once."""
@@ -166,9 +186,9 @@ class Registry:
                 layers.append({"name": names[id(module)], "type": naming.class_name(module),
                                "kind": rec.kind if rec.leaf else "container",
                                "params": sum(0 if is_lazy(p) else p.numel()
-                                             for p in module.parameters(recurse=False)),
+                                             for p in own_parameters(module)),
                                "signals": signals_of(rec)})
-                if any(hasattr(p, "_local_tensor") for p in module.parameters(recurse=False)):
+                if any(hasattr(p, "_local_tensor") for p in own_parameters(module)):
                     layers[-1]["sharded"] = True    # (FSDP: each rank has a shard's norms)
                 seen.append((layers[-1], module, rec.kind))
         try:

@@ -84,7 +84,7 @@ def block_of(module, args, y, registry):
                                                               Block):
             return None
     cover = min(getattr(d, "cover", 1) for d in watchers)
-    return Block(module, watchers, registry.debounce, registry.growth, cover)
+    return Block(module, watchers, registry.debounce, registry.hysteresis, cover)
 
 
 class Block:
@@ -94,7 +94,7 @@ class Block:
     __slots__ = ("ref", "module_type", "kind", "site", "fallback_name", "watching", "total",
                  "numel", "sampled", "cover", "calls", "prev", "linked", "out_norm", "out_version")
 
-    def __init__(self, module, detectors: list, debounce: int, growth: int, cover: int = 1):
+    def __init__(self, module, detectors: list, debounce: int, hysteresis, cover: int = 1):
         """cover: any this many consecutive calls read the branch on every row (1: every
         call reads every row)."""
         from .layers import Watch  # (layers.py imports this module)
@@ -104,7 +104,7 @@ class Block:
         self.kind = BLOCK_KIND
         self.site = 0
         self.fallback_name = None
-        self.watching = [Watch(d, d.history(), SignalTracker(debounce, d.signal.ok, growth))
+        self.watching = [Watch(d, d.history(), SignalTracker(debounce, d.signal.ok, *hysteresis))
                          for d in detectors]
         # (||out - in||² and ||in||² on the rows read, ||in||², ||out||²) summed over the calls
         self.total = None

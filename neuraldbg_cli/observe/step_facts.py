@@ -8,6 +8,7 @@ from typing import NamedTuple
 import torch
 
 from .naming import class_name
+from .parametrized import own_parameters
 
 
 class StepFacts(NamedTuple):
@@ -65,15 +66,27 @@ class StepFacts(NamedTuple):
         return None
 
 
-def outside_optimizers(recs: list, owners: dict) -> list:
+def outside_optimizers(recs: list, registry) -> list:
     """The layers of the step (in forward order) whose parameters get gradients that no
     optimizer holds, after the first layer an optimizer does hold (all, where none is): the
     layers before it are a backbone left out of a fine-tune on purpose (an optimizer over
-    the head alone), those after it were added or replaced once the optimizer was built."""
+    the head alone), those after it were added or replaced once the optimizer was built.
+    (A layer is known held once its optimizer steps; one whose optimizer has not stepped
+    yet, a GAN's generator getting gradients from the discriminator's first steps, is held.)"""
+    owners = registry.owners
     first = next((i for i, r in enumerate(recs) if r.in_optimizer), -1)
     # (none held at all: the optimizer steps parameters the model no longer has)
-    return [r for r in recs[first + 1:] if r.on_update and not r.in_optimizer
-            and has_gradients(r, owners)]
+    found = [r for r in recs[first + 1:] if r.on_update and not r.in_optimizer
+             and has_gradients(r, owners)]
+    if found:
+        held = registry.held()
+        found = [r for r in found if not any(id(p) in held for p in _own(r))]
+    return found
+
+
+def _own(rec) -> list:
+    module = rec.ref() if rec.ref is not None else None
+    return [] if module is None else list(own_parameters(module))
 
 
 def has_gradients(rec, owners: dict) -> bool:
@@ -82,7 +95,7 @@ def has_gradients(rec, owners: dict) -> bool:
     module = rec.ref() if rec.ref is not None else None
     return module is not None and any(
         p.grad is not None and p.requires_grad and owners.get(id(p)) is rec
-        for p in module.parameters(recurse=False))
+        for p in own_parameters(module))
 
 
 def trains_in_eval(roots: dict, owners: dict, found: set) -> list:

@@ -7,6 +7,7 @@ from statistics import median
 from ... import states
 from ...thresholds import GradientThresholds, Thresholds
 from ..kinds import OTHER
+from ..parametrized import own_parameters
 from ..rolling import RollingMedian
 from . import register
 from .base import GRAD_NORM, NOTHING, Detector, Observation
@@ -53,7 +54,7 @@ class GradientDetector(Detector):
     signal = states.GRADIENT
 
     def needs(self, module, kind: str, leaf: bool) -> frozenset:
-        if module is None or next(module.parameters(recurse=False), None) is None:
+        if module is None or next(own_parameters(module), None) is None:
             return NOTHING
         return _NEEDS
 

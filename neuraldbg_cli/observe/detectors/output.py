@@ -101,10 +101,15 @@ def _mismatched(f: dict, h, th):
         return "mismatched", "probabilities_into_bce_with_logits"
     if loss == LOG_LIKELIHOOD and act in ("linear", "tanh"):
         return "mismatched", "log_of_non_probabilities"
+    if loss in CLASS_LOSSES and act in ("softmax", "log_softmax") \
+            and f["normalised"] not in (None, f["units"]):
+        return "mismatched", "normalised_other_dim"     # (over the batch: dim=0)
     gap = f.get("row_logsumexp_gap")
-    if loss == "nll_loss" and act != "log_softmax" and gap is not None \
-            and gap > th.log_prob_tolerance:        # (inf: logits overflowed; NaN: never)
-        return "mismatched", "not_log_probabilities"
+    if loss == "nll_loss" and gap is not None and gap > th.log_prob_tolerance:
+        # (inf: logits overflowed; NaN: never; a log_softmax over another dimension of the
+        # class dimension's size)
+        return "mismatched", "normalised_other_dim" if act == "log_softmax" \
+            else "not_log_probabilities"
     if loss in REGRESSION_LOSSES and f["output_shape"] != f["target_shape"]:
         return "mismatched", "broadcast"
     if loss == "l1_loss" and f["units"] >= 2 and _one_hot(f):

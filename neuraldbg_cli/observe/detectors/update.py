@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 
 from ... import states
+from ..parametrized import own_parameters
 from . import register
 from .base import GRAD_NORM, NOTHING, PARAM_UPDATE, Detector, Observation
 
@@ -31,7 +32,7 @@ class UpdateDetector(Detector):
     signal = states.UPDATE
 
     def needs(self, module, kind: str, leaf: bool) -> frozenset:
-        if module is None or not any(p.requires_grad for p in module.parameters(recurse=False)):
+        if module is None or not any(p.requires_grad for p in own_parameters(module)):
             return NOTHING
         return _NEEDS
 
