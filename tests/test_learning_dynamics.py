@@ -376,6 +376,25 @@ def test_a_layer_with_parameters_and_modules_of_its_own_is_judged_by_its_updates
     assert {t["layer"] for t in dbg.failures() if t["to"] == "frozen"} == frozen, dbg.failures()
 
 
+def test_a_coefficient_held_by_the_model_itself_has_no_vanishing_gradient(tmp_path, hooks_clean):
+    """A physics-informed net identifying a PDE's coefficient, registered on the model: while
+    the net is still flat the coefficient's gradient is ~1e-9 of the largest, and grows as the
+    net fits. A container's own parameters are no layer of the stack: not `vanishing` (it
+    failed the run, "(root) gradient vanishing at step 0, held 13 steps")."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(2, 20), nn.Tanh(), nn.Linear(20, 20), nn.Tanh(), nn.Linear(20, 1))
+    model.register_parameter("coef", nn.Parameter(torch.ones(1)))
+    x, y = torch.randn(64, 2), torch.randn(64, 1)
+    with NeuralDbg(trace=str(tmp_path / "t.jsonl")) as dbg:
+        train(model, x, y, steps=30, opt=torch.optim.Adam(model.parameters()),
+              loss_of=lambda out: F.mse_loss(out, y)
+              + 1e-6 * (model.coef * out.detach().mean()).pow(2).sum())
+    events = trace_events(tmp_path / "t.jsonl")
+    root = [e for e in events if e.get("layer") == "(root)" and e.get("signal") == "gradient"]
+    assert root and root[0]["stats"]["grad_norm"] < 1e-6 * root[0]["stats"]["model_max_grad_norm"]
+    assert [e["to"] for e in root] == ["healthy"] and not dbg.failures()
+
+
 def test_eval_mode_left_on_while_training_is_seen_and_layers_stay_observed(tmp_path, hooks_clean):
     """Once a model is found training in eval(), its eval() calls are training: a NaN batch
     two steps later is placed at its layers."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 
 from .detectors.base import Observation
-from .kinds import LOOP_KIND, LOSS_KIND, OUTPUT_KIND, SCALER_KIND, SIGMOID, TANH, UNIT_KINDS
+from .kinds import CONTAINER, LOOP_KIND, LOSS_KIND, OUTPUT_KIND, SCALER_KIND, SIGMOID, TANH, UNIT_KINDS
 from .norms import norm_facts, norm_tensors, norm_width
 from .pairing import REGRESSION_LOSSES
 from .readout import Readout
@@ -173,8 +173,8 @@ class StepJudge(Verdicts):
         for (rec, _), norm in zip(groups, norms):
             out[rec] = norm
             if rec.on_grad:
-                x = _new(Observation, (rec.kind, None, None, None, None, None, False, norm, top,
-                                       None, loss, None))
+                x = _new(Observation, (rec.kind if rec.leaf else CONTAINER, None, None, None,
+                                       None, None, False, norm, top, None, loss, None))
                 self._observe(rec, rec.on_grad, x, step)
         return out
 

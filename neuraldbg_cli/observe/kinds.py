@@ -11,6 +11,7 @@ SIGMOID = "sigmoid"    # saturates near 0 and near 1
 TANH = "tanh"          # saturates near -1 and +1
 PARAM = "param"        # Linear / conv: their input is checked for dead units (F.relu upstream)
 OTHER = "other"        # everything else: non-finite values and sudden shifts only
+CONTAINER = "container"  # a module with children, judged on parameters of its own (a gradient)
 INPUT_KIND = "input"   # the outermost module's input (the pseudo-layer trace.INPUT_LAYER)
 LOSS_KIND = "loss"     # the loss passed to backward() (the pseudo-layer trace.LOSS_LAYER)
 LOOP_KIND = "loop"     # the training loop itself (the pseudo-layer trace.LOOP_LAYER)

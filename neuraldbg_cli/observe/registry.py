@@ -9,7 +9,7 @@ from torch.nn.parameter import is_lazy
 
 from ..trace import INPUT_LAYER, LOOP_LAYER, LOSS_LAYER, OUTPUT_LAYER, SCALER_LAYER
 from . import naming, weights
-from .kinds import INPUT_KIND, LOOP_KIND, LOSS_KIND, OTHER, OUTPUT_KIND, SCALER_KIND, kind_of
+from .kinds import CONTAINER, INPUT_KIND, LOOP_KIND, LOSS_KIND, OTHER, OUTPUT_KIND, SCALER_KIND, kind_of
 from .layers import LayerRec, Skipped
 from .parametrized import is_leaf, is_parametrization, own_parameters
 from .tracker import Hysteresis
@@ -184,7 +184,7 @@ class Registry:
                 rec = self.register(module)
             if not rec.skip:
                 layers.append({"name": names[id(module)], "type": naming.class_name(module),
-                               "kind": rec.kind if rec.leaf else "container",
+                               "kind": rec.kind if rec.leaf else CONTAINER,
                                "params": sum(0 if is_lazy(p) else p.numel()
                                              for p in own_parameters(module)),
                                "signals": signals_of(rec)})

@@ -6,7 +6,7 @@ from statistics import median
 
 from ... import states
 from ...thresholds import GradientThresholds, Thresholds
-from ..kinds import OTHER
+from ..kinds import CONTAINER, OTHER
 from ..parametrized import own_parameters
 from ..rolling import RollingMedian
 from . import register
@@ -76,6 +76,12 @@ class GradientDetector(Detector):
         scale = loss if loss is not None and 1.0 < loss < math.inf else 1.0
         if norm > g.exploding_norm * scale:
             return "exploding", {"urgent": True, **({"loss": loss} if scale > 1.0 else {})}
+        if x.kind == CONTAINER:
+            # A container's own parameters (a PDE coefficient, a temperature, a position
+            # table) are no layer of a stack whose depth attenuates or multiplies their
+            # gradient: a coefficient's gradient, 1e-8 of the largest while the net is still
+            # flat, grows 100x as the net fits its data. Only the ceiling holds for them.
+            return "healthy", {}
         model_max = x.model_max_grad_norm
         # (a layer far below the model's largest gradient moves nothing much, however it grew)
         if history.grad.size >= th.anomaly.warmup and norm >= g.exploding_share * model_max:
