@@ -120,6 +120,27 @@ def test_labels_that_are_all_one_class_are_named_once_it_is_clear(tmp_path, hook
     assert bad[0]["stats"]["target_min"] == bad[0]["stats"]["target_max"] == 0
 
 
+@pytest.mark.parametrize("scale", [1.0, 0.07])
+def test_a_contrastive_loss_whose_positive_is_always_class_0_is_not_one_class(tmp_path,
+                                                                               hooks_clean, scale):
+    """SimCLR's and MoCo's InfoNCE: `cross_entropy(cat([positives, negatives]) / T, zeros)`.
+    Every label is 0 by design; the logits are assembled from the model's output, not its
+    output: no `one_class` (it failed sthalles/SimCLR's loop at step 50). The same labels on
+    the model's own logits, divided by a temperature or not, still are."""
+    def info_nce(out, y):
+        f = F.normalize(out, dim=1)
+        sim = f @ f.T
+        pos, neg = sim.diagonal(1)[::2].repeat_interleave(2)[:N, None], sim[:, :N - 1]
+        return F.cross_entropy(torch.cat([pos, neg], 1) / 0.07, y)
+    zeros = torch.zeros(N, dtype=torch.long)
+    found = observe(tmp_path, [nn.Linear(16, 8)], info_nce, zeros, steps=80)
+    assert verdict(found) == ("normal", None), found
+    (tmp_path / "b").mkdir()
+    found = observe(tmp_path / "b", [nn.Linear(16, 4)],
+                    lambda out, y: F.cross_entropy(out / scale, y), zeros, steps=80)
+    assert verdict(found) == ("one_class", "one_class"), found
+
+
 def soft(y):
     return torch.softmax(torch.randn(N, 4), dim=1)
 

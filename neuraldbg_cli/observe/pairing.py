@@ -38,6 +38,7 @@ _PASS_THROUGH = frozenset((
 _ACTIVATIONS = {"SigmoidBackward": "sigmoid", "SoftmaxBackward": "softmax",
                 "LogSoftmaxBackward": "log_softmax", "TanhBackward": "tanh",
                 "ReluBackward": "relu"}
+_FOLLOWED = _PASS_THROUGH | {"DivBackward", "MulBackward"}     # (and logits / temperature)
 _DEPTH = 8          # autograd nodes followed at most from the loss input to its activation
 _is_compiling = torch.compiler.is_compiling
 
@@ -56,10 +57,12 @@ class LossCall(NamedTuple):
     tensors: list           # 0-d float32 tensors
     step: int = 0           # the step of the call
     dtype: str | None = None    # the output's dtype where reduced ("bfloat16"), else None
+    from_model: bool | None = None  # the input is the model's output (None: not known)
 
     def facts(self, values: list) -> dict:
         """What the detector is told: the host facts and the values read for `tensors`."""
-        low = {"output_dtype": self.dtype} if self.dtype else {}
+        low = {k: v for k, v in (("output_dtype", self.dtype), ("from_model", self.from_model))
+               if v is not None}
         return {"loss_fn": self.loss, "activation": self.activation,
                 "normalised": self.normalised, "units": self.units, "rows": self.rows,
                 "target": self.target, "output_shape": self.output_shape,
@@ -152,7 +155,8 @@ class LossCalls:
                 or not out.requires_grad or not torch.is_grad_enabled() \
                 or not out.is_floating_point() or out.numel() == 0 or target.numel() == 0:
             return      # (a metric, an evaluation pass, or a call the loss itself rejects)
-        self.call = read_call(name, out, target)._replace(step=step, dtype=low_dtype(out))
+        self.call = read_call(name, out, target)._replace(
+            step=step, dtype=low_dtype(out), from_model=from_output(out, self._output))
 
     def _due(self, step: int) -> bool:
         return step < self._dense or not step % self._read_interval(step)
@@ -212,8 +216,7 @@ def read_call(name: str, out: torch.Tensor, target: torch.Tensor) -> LossCall:
     names += ["target_min", "target_max"]
     tensors += [*t.aminmax()]
     if name == "nll_loss" and units >= 2:
-        # log-probabilities: every row's logsumexp is 0 (an overflow to inf, from logits,
-        # is as far from it as can be: no need for logsumexp's care)
+        # log-probabilities: each row's logsumexp is 0 (logits overflowing to inf are far off)
         names.append("row_logsumexp_gap")
         tensors.append(o.exp().sum(-1).log().abs().amax())
     return LossCall(name, activation, normalised, int(units), int(o.shape[0]), kind,
@@ -260,6 +263,21 @@ def activation_of(out: torch.Tensor) -> tuple:
         nxt = fn.next_functions
         fn = nxt[0][0] if nxt else None
     return None, None
+
+
+def from_output(out: torch.Tensor, model_out) -> bool | None:
+    """Whether `out` is the model's output `model_out`, reshaped, cast or scaled (a classifier's
+    logits), not assembled from it (a contrastive loss's `cat([pos, neg]) / T`); None: unknown."""
+    if model_out is None or model_out.grad_fn is None:
+        return None
+    fn, to = out.grad_fn, model_out.grad_fn
+    for _ in range(_DEPTH):
+        if fn is to:
+            return True
+        if fn is None or node_name(fn) not in _FOLLOWED:
+            return False
+        fn = fn.next_functions[0][0] if fn.next_functions else None
+    return False
 
 
 def node_name(fn) -> str:
