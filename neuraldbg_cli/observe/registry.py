@@ -109,6 +109,7 @@ class Registry:
         return sites[k - 1]
 
     def hold(self, *optimizers) -> None:
+        """Optimizers made (the ones gone forgotten)."""
         self.optimizers = [r for r in self.optimizers if r() is not None]
         self.optimizers += [weakref.ref(o) for o in optimizers]
 

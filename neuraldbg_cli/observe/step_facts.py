@@ -85,6 +85,7 @@ def outside_optimizers(recs: list, registry) -> list:
 
 
 def _own(rec) -> list:
+    """The parameters of the layer's own (none once its module is gone)."""
     module = rec.ref() if rec.ref is not None else None
     return [] if module is None else list(own_parameters(module))
 
@@ -92,10 +93,8 @@ def _own(rec) -> list:
 def has_gradients(rec, owners: dict) -> bool:
     """Some trainable parameter of the layer's own holds a gradient (a parameter shared with
     an earlier layer, tied weights, belongs to that layer)."""
-    module = rec.ref() if rec.ref is not None else None
-    return module is not None and any(
-        p.grad is not None and p.requires_grad and owners.get(id(p)) is rec
-        for p in own_parameters(module))
+    return any(p.grad is not None and p.requires_grad and owners.get(id(p)) is rec
+               for p in _own(rec))
 
 
 def trains_in_eval(roots: dict, owners: dict, found: set) -> list:
