@@ -322,3 +322,16 @@ def test_a_mismatch_from_another_version_still_reads_as_architecture(tmp_path):
     top = explain(tmp_path, t.end(50)).hypotheses[0]
     assert (top.symptom, top.cause) == ("mismatched", "architecture")
     assert top.confidence >= 0.5 and top.fix.startswith("Feed the loss what it expects")
+
+
+@pytest.mark.parametrize("moved, cause", [(2e-3, "learning_rate"), (0.042, "unknown")])
+def test_a_plateau_is_a_rate_too_low_only_while_the_steps_are_modest(tmp_path, moved, cause):
+    """A smooth loss crawling along a plateau: with the weights moving 2e-3 of their norm a
+    step the rate is too low to leave it; at 0.042 a step (word2vec's sparse embeddings) the
+    steps are not small, and "raise the learning rate" would be the wrong advice."""
+    t = TraceMaker(lr=0.025, optimizer="SparseAdam")
+    t.tr(100, "(loss)", "stalled", signal="loss", loss=4.1, loss_median=4.1, loss_start=4.2,
+         update_median=moved, loss_jitter=2e-4, plateau=True)
+    top = explain(tmp_path, t.end(150)).hypotheses[0]
+    assert (top.symptom, top.cause) == ("stalled", cause), top
+    assert ("too low" in top.summary) == (cause == "learning_rate"), top.summary

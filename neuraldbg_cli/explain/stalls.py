@@ -16,6 +16,11 @@ LOSS = states.LOSS.name
 
 _FIX_LOW = ("Raise the learning rate (try 10x, then 3x steps) until updates are near 1e-3 of "
             "the weights; or switch to Adam (lr 1e-3), which scales its steps per parameter.")
+_FIX_FAST = ("Not a learning rate too low. See what the moving weights change: weights before a "
+             "normalisation (their scale does not matter), embedding rows seldom used, or "
+             "parameters the loss does not depend on move without lowering it; steps this "
+             "large may also bounce across a narrow valley (try a rate 3-10x lower).")
+FAST_UPDATE = 10 * HEALTHY_UPDATE   # a stall with steps this large: not a rate too low
 _FIX_NO_SIGNAL = ("Check that each target belongs to its input: shuffle inputs and targets "
                   "together (one permutation, or a TensorDataset), pick the right target "
                   "column, and make sure the targets carry information about the inputs.")
@@ -44,6 +49,12 @@ def stalled_loss(ep, ctx):
                         f"regression targets up to {target:.3g} in size, the output up to "
                         f"{out:.3g}, while the weights moved {moved:.2g} of their norm a step"),
                        _FIX_TARGETS)
+    if ep.stats.get("plateau") and moved >= FAST_UPDATE:
+        return Finding("unknown", 0.4, f"the loss crawls along a plateau while the weights move "
+                       f"{moved:.2g} of their norm a step, {moved / HEALTHY_UPDATE:.0f}x the "
+                       "healthy pace: the steps are not too small, yet they do not lower the loss",
+                       (f"{level} after {ep.onset} steps, the loss smooth, the weights moving "
+                        f"{moved:.2g} of their norm a step",), _FIX_FAST)
     if ep.stats.get("plateau"):
         h = rates.in_force(ctx.hparams(ep.run), ep.onset)
         lr = f" ({rates.shown(h['lr'])} for {h.get('optimizer', 'the optimizer')})" if h else ""
