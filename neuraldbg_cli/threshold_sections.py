@@ -54,6 +54,8 @@ class GradientThresholds:
     """Per-layer gradient norm of the layer's own parameters at the optimizer step."""
     vanishing_ratio: float = 1e-5
     vanishing_norm: float = 1e-12
+    moving_share: float = 0.01
+    fitted: float = 1e-4
     exploding_norm: float = 1e3
     exploding_factor: float = 100.0
     exploding_share: float = 0.05
@@ -112,6 +114,7 @@ class NormThresholds:
     warmup: int = 20
     tiny_batch: int = 16
     collapse_ratio: float = 0.1
+    moving_update: float = 1e-2
 
 
 @dataclass(frozen=True)

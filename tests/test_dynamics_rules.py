@@ -227,6 +227,35 @@ def test_a_layer_frozen_by_a_rate_cut_to_nothing_is_the_learning_rate(tmp_path):
     assert (top.symptom, top.cause) == ("frozen", "training_loop")
 
 
+@pytest.mark.parametrize("optimizer,decay,cause", [
+    ("Adam", 0.1, "learning_rate"), ("Adam", 5e-4, "unknown"), ("AdamW", 0.1, "unknown"),
+    ("SGD", 0.1, "unknown")])
+def test_a_gradient_faded_under_adams_heavy_l2_decay_is_the_decay(tmp_path, optimizer, decay, cause):
+    """Adam with weight_decay 0.1 (a Stack Overflow LeNet stuck at 10%): the decay is added to
+    the gradient and Adam normalises the sum, so every step pulls the weights to zero; the
+    gradient fades while the weights still move."""
+    t = TraceMaker(lr=1e-3, optimizer=optimizer)
+    t.events[2]["weight_decay"] = decay
+    t.tr(82, "net.0", "vanishing", signal="gradient", grad_norm=6e-7, model_max_grad_norm=0.11)
+    top = explain(tmp_path, t.end(160)).hypotheses[0]
+    assert (top.symptom, top.cause) == ("vanishing", cause)
+    if cause == "learning_rate":
+        assert "weight_decay 0.1" in top.summary and "AdamW" in top.fix
+
+
+@pytest.mark.parametrize("residual", [False, True])
+def test_depth_without_normalisation_is_not_blamed_in_a_residual_net(tmp_path, residual):
+    """Ten weight layers and no normalisation: a vanishing gradient is the depth's. In a
+    residual net (ReZero's 64 blocks, whose gates cross 0 now and then) the blocks carry the
+    gradient back: "add residual connections" would be advice it already follows."""
+    t = TraceMaker([(f"l.{i}", "Linear", "param") for i in range(10)], lr=0.01)
+    if residual:
+        t.tr(0, "l.5", "normal", signal="residual")
+    t.tr(50, "l.3", "vanishing", signal="gradient", grad_norm=1e-9, model_max_grad_norm=1.0)
+    top = explain(tmp_path, t.end(100)).hypotheses[0]
+    assert top.cause == ("unknown" if residual else "architecture"), top.summary
+
+
 def test_a_cut_graph_is_the_training_loop(tmp_path):
     t = TraceMaker().tr(1, "net.0", "detached", signal="update")
     top = explain(tmp_path, t.end(50)).hypotheses[0]

@@ -395,6 +395,79 @@ def test_a_coefficient_held_by_the_model_itself_has_no_vanishing_gradient(tmp_pa
     assert [e["to"] for e in root] == ["healthy"] and not dbg.failures()
 
 
+@pytest.mark.parametrize("loss,state", [(1e-6, "healthy"), (0.3, "vanishing")])
+def test_a_gradient_small_beside_the_others_once_the_data_is_fit_is_not_vanishing(loss, state):
+    """ReZero's 64 residual blocks fit separable data to a loss of 1e-6 by step 50: every
+    gradient fades (the largest 6e-5), and one block's, 3e-6 of the largest, read
+    `vanishing` for the last 38 steps (a failed run). A loss at 1e-4 of where it started
+    has nothing left to learn; the same ratio while it is still learning is vanishing."""
+    from neuraldbg_cli.observe.detectors.gradient import GradientDetector
+    d = GradientDetector(Thresholds())
+    h = d.history()
+    first = Observation(PARAM, grad_norm=0.1, model_max_grad_norm=0.2, loss=1.3)
+    d.remember(first, h)
+    x = Observation(PARAM, grad_norm=1.7e-10, model_max_grad_norm=5.9e-5, loss=loss)
+    assert d.judge(x, h)[0] == state
+
+
+@pytest.mark.parametrize("held", ["image", "stale"])
+def test_an_image_optimised_through_a_fixed_model_leaves_its_layers_alone(tmp_path, hooks_clean, held):
+    """Style transfer as pytorch/tutorials first wrote it: the feature net's parameters keep
+    requires_grad and get gradients, while the optimizer holds only the image (it failed:
+    every conv `frozen`, "in no optimizer"). An optimizer holding parameters that the model
+    no longer has (a model rebuilt after its optimizer) is still the loop's mistake."""
+    torch.manual_seed(0)
+    net = nn.Sequential(nn.Conv2d(3, 8, 3), nn.ReLU(), nn.Conv2d(8, 8, 3))
+    target = torch.randn(1, 8, 12, 12)
+    image = torch.rand(1, 3, 16, 16, requires_grad=True)
+    stale = nn.Sequential(nn.Conv2d(3, 8, 3), nn.ReLU(), nn.Conv2d(8, 8, 3))
+    opt = torch.optim.Adam([image] if held == "image" else stale.parameters(), lr=0.05)
+    with NeuralDbg(trace=str(tmp_path / "t.jsonl")) as dbg:
+        for _ in range(10):
+            opt.zero_grad()
+            F.mse_loss(net(image if held == "image" else image.detach()), target).backward()
+            opt.step()
+    frozen = {t["layer"] for t in dbg.failures() if t["to"] == "frozen"}
+    assert frozen == (set() if held == "image" else {"0", "2"}), dbg.failures()
+
+
+class _Bottleneck(nn.Module):
+    """A path whose gradient is 5e-6 of the model's largest, as a U-Net's deepest convs
+    (SfMLearner's DispNet: 1e-7 of the largest at its first step, with Adam)."""
+
+    def __init__(self):
+        super().__init__()
+        self.head, self.deep = nn.Linear(8, 1), nn.Linear(8, 1)
+
+    def forward(self, x):
+        return self.head(x) + 5e-6 * self.deep(x)
+
+
+@pytest.mark.parametrize("make,vanishing", [
+    (lambda p: torch.optim.Adam(p, lr=1e-3), False),
+    (lambda p: torch.optim.AdamW(p, lr=1e-3, weight_decay=0.1), False),
+    (lambda p: torch.optim.SGD(p, lr=0.05), True),
+    # Adam's L2 decay is added to the gradient: its steps follow the decay, not the loss
+    (lambda p: torch.optim.Adam(p, lr=1e-3, weight_decay=0.1), True),
+], ids=["adam", "adamw", "sgd", "adam-l2"])
+def test_a_tiny_gradient_that_an_adaptive_optimizer_turns_into_full_steps_is_not_vanishing(
+        tmp_path, hooks_clean, make, vanishing):
+    """What a vanishing gradient harms is the layer's learning: a layer that Adam moves at
+    the model's pace is learning (SfMLearner's fixed version failed, "conv6.0 gradient
+    vanishing at step 0, held 37 steps"). Under SGD the same gradient moves it 1e-5 as far."""
+    torch.manual_seed(0)
+    model, x = _Bottleneck(), torch.randn(64, 8)
+    y = x.sum(1, keepdim=True)
+    with NeuralDbg(trace=str(tmp_path / "t.jsonl")) as dbg:
+        train(model, x, y, steps=30, opt=make(model.parameters()),
+              loss_of=lambda out: F.mse_loss(out, y))
+    events = trace_events(tmp_path / "t.jsonl")
+    first = next(e for e in events if e.get("layer") == "deep" and e.get("signal") == "gradient")
+    assert first["stats"]["grad_norm"] < 1e-5 * first["stats"]["model_max_grad_norm"]
+    found = {(t["layer"], t["signal"], t["to"]) for t in dbg.failures()}
+    assert found == ({("deep", "gradient", "vanishing")} if vanishing else set()), found
+
+
 def test_eval_mode_left_on_while_training_is_seen_and_layers_stay_observed(tmp_path, hooks_clean):
     """Once a model is found training in eval(), its eval() calls are training: a NaN batch
     two steps later is placed at its layers."""
@@ -448,6 +521,28 @@ def test_an_evaluation_pass_between_training_steps_is_fine(tmp_path, hooks_clean
     with NeuralDbg(trace=str(tmp_path / "t.jsonl")) as dbg:
         train(model, x, y, steps=6, before_step=evaluate)
     assert not dbg.failures(), dbg.failures()
+
+
+@pytest.mark.parametrize("left_in_eval", [False, True])
+def test_a_decoder_sampled_layer_by_layer_in_eval_then_trained_in_train_mode_is_fine(
+        tmp_path, hooks_clean, left_in_eval):
+    """A Gumbel-softmax VAE samples after each epoch with `model.decode(z)`: its decoder's
+    Linear layers are called one by one, in eval() with gradients on, then trained inside
+    the model after `model.train()`. They were `eval_mode` from the next epoch on (a failed
+    run); a model left in eval() while it trains still is."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(8, 32), nn.ReLU(), nn.Linear(32, 8))
+    x = torch.randn(16, 8)
+
+    def sample(step):
+        model.eval()
+        model[2](model[1](model[0](torch.randn(4, 8))))     # decode(z), gradients on
+        if not left_in_eval:
+            model.train()
+    with NeuralDbg(trace=str(tmp_path / "t.jsonl")) as dbg:
+        train(model, x, x, steps=6, before_step=sample)
+    found = [t["to"] for t in dbg.failures() if t["signal"] == "loop"]
+    assert found == (["eval_mode"] if left_in_eval else []), dbg.failures()
 
 
 def test_the_weight_scale_at_first_sight_is_in_the_model_event(tmp_path, hooks_clean):

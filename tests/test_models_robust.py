@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 import torch
 from torch import nn
+from torch.nn import functional as F
 
 from conftest import SCRIPTS, assert_hooks_clean, run_neuraldbg, trace_events, train
 from neuraldbg_cli import NeuralDbg
@@ -423,6 +424,38 @@ def test_dry_run_forward_before_optimizer_is_not_a_step(tmp_path):
     assert dbg.steps == 5
     hp = [e for e in events if e["event"] == "hparams"]
     assert hp and hp[0]["step"] == 0, hp
+
+
+def test_an_rnn_cell_looped_by_hand_without_an_optimizer_steps_once_a_sequence(tmp_path):
+    """pytorch/tutorials' char-RNN classifier: its RNN cell is called once a character and
+    the weights are stepped by hand (`p.data.add_(p.grad.data, alpha=-lr)`), no optimizer.
+    Each character was a step (96,126 steps for 15,000 names); once backward() is seen, a
+    step is a backward(): the characters before the first one are a step each."""
+    class RNN(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.i2h, self.i2o = nn.Linear(24, 16), nn.Linear(24, 3)
+
+        def forward(self, x, h):
+            both = torch.cat((x, h), 1)
+            return F.log_softmax(self.i2o(both), 1), self.i2h(both)
+
+    torch.manual_seed(0)
+    rnn = RNN()
+
+    def training():
+        for it in range(30):
+            h = torch.zeros(1, 16)
+            rnn.zero_grad()
+            for _ in range(5):
+                out, h = rnn(torch.randn(1, 8), h)
+            F.nll_loss(out, torch.tensor([it % 3])).backward()
+            for p in rnn.parameters():
+                p.data.add_(p.grad.data, alpha=-0.005)
+
+    dbg, events = observe(tmp_path, None, training)
+    assert dbg.steps == 4 + 30, dbg.steps
+    assert events[-1]["steps"] == 4 + 30
 
 
 def test_lazy_module_api(tmp_path):

@@ -112,6 +112,24 @@ def test_drift_needs_batches_apart_from_one_another_too():
     assert judged(d, [1.0] * 30)[-1] == "drift"      # (no jump read: the drift alone)
 
 
+@pytest.mark.parametrize("moved,state", [(None, "drift"), (1e-3, "drift"), (0.03, "normal")])
+def test_batches_apart_while_the_weights_move_fast_are_no_drift(moved, state):
+    """d2l's LeNet with BatchNorm at lr 1.0 (a correct program): the conv before the second
+    BatchNorm moves 3-19% of its weights a step, so consecutive batches of 16k values a
+    channel lie 0.7 running standard deviations apart, read as `drift` for 10 steps (a
+    failed run). The weights, not the batches, make each step's distribution; at the usual
+    pace (1e-3 a step) the same numbers are a drift."""
+    d = NormDetector(Thresholds())
+    h = d.history()
+    for _ in range(30):
+        facts = {"drift": 0.7, "jump": 0.75, "per_channel": 16384, "batch": 256,
+                 "momentum": 0.1, "calls": 1, **({} if moved is None else {"moved": moved})}
+        x = Observation("other", facts=facts)
+        last = d.judge(x, h)[0]
+        d.remember(x, h)
+    assert last == state
+
+
 def test_gain_collapse_against_first_sight():
     d = NormDetector(Thresholds())
     h = d.history()

@@ -145,6 +145,14 @@ def soft(y):
     return torch.softmax(torch.randn(N, 4), dim=1)
 
 
+def _samples(out):
+    """Two samples' log-probabilities written into a zeros tensor, as Bayes by backprop's
+    notebook does; their average's rows have a logsumexp below 0."""
+    outs = torch.zeros(2, *out.shape)
+    outs[0], outs[1] = F.log_softmax(out, 1), F.log_softmax(-3 * out, 1)
+    return outs
+
+
 HEALTHY = {
     "logits into CrossEntropyLoss": ([nn.Linear(16, 4)], nn.CrossEntropyLoss(), classes),
     "label smoothing": ([nn.Linear(16, 4)], nn.CrossEntropyLoss(label_smoothing=0.1), classes),
@@ -155,6 +163,8 @@ HEALTHY = {
     "log_softmax over the last dim of (N, L, C), permuted for NLLLoss": (
         [nn.Linear(16, 8), nn.Unflatten(1, (2, 4)), nn.LogSoftmax(dim=-1)],
         lambda out, y: F.nll_loss(out.permute(0, 2, 1), y), torch.stack([classes] * 2, 1)),
+    "an average of sampled log_softmax outputs into nll_loss (Bayes by backprop)": (
+        [nn.Linear(16, 4)], lambda out, y: F.nll_loss(_samples(out).mean(0), y), classes),
     "log of a softmax into nll_loss": (
         [nn.Linear(16, 4)], lambda out, y: F.nll_loss(torch.log(torch.softmax(out, 1)), y),
         classes),

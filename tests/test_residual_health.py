@@ -253,6 +253,34 @@ def test_a_zero_init_residual_net_stays_clean_for_200_steps(tmp_path, optimizer)
     assert_clean(events, [str(k) for k in range(1, 9)])
 
 
+class BiasedBlock(nn.Module):
+    """A branch that adds something where its input is 0 (Fixup's scalar biases)."""
+
+    def __init__(self):
+        super().__init__()
+        self.f = nn.Linear(32, 32)
+
+    def forward(self, x):
+        return x + self.f(F.relu(x) + 1.0)
+
+
+def test_blocks_fed_a_stream_of_zeros_keep_monitoring_on(tmp_path):
+    """A zero-initialised input projection (or a Fixup ResNet-110 whose ReLUs died) feeds the
+    first block a stream of exactly 0: its growth is unbounded, and the run of growing
+    blocks it started divided by the zero it grew from, switching monitoring off
+    (ZeroDivisionError). Growth from nothing is no multiplication: no run, no `exploding`."""
+    torch.manual_seed(0)
+    proj = nn.Linear(8, 32)
+    nn.init.zeros_(proj.weight)
+    nn.init.zeros_(proj.bias)
+    model = nn.Sequential(proj, *[BiasedBlock() for _ in range(5)], nn.Linear(32, 1))
+    events = observed(tmp_path, model, lambda: regress(
+        model, 5, torch.optim.Adam(model.parameters(), lr=1e-3),
+        lambda g: torch.randn(32, 8, generator=g)))
+    assert not [e for e in events if e["event"] == "warning" and "switched off" in e["message"]]
+    assert_clean(events, [str(k) for k in range(1, 6)])
+
+
 def test_a_sequential_of_equal_shapes_is_not_a_block(tmp_path):
     torch.manual_seed(0)
     inner = nn.Sequential(nn.Linear(16, 16), nn.ReLU(), nn.Linear(16, 16))

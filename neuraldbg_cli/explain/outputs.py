@@ -90,7 +90,7 @@ def _not_log_probabilities(w):
     given = f"the output of a {w.act}" if w.s.get("activation") else "raw outputs (logits)"
     return ("architecture", 0.85, "nll_loss expects log-probabilities and is given "
             f"{given}, so its value means nothing (it can go below 0)",
-            f"{w.loss} input rows have a logsumexp up to {gap} away from 0 (log-probabilities "
+            f"{w.loss} input rows have a logsumexp up to {gap} above 0 (log-probabilities "
             f"have 0), values {w.out}, {w.units} classes",
             "Put log_softmax (nn.LogSoftmax(dim=1)) before NLLLoss, or feed the logits to "
             "CrossEntropyLoss instead.")
@@ -104,8 +104,8 @@ def _other_dim(w):
             f"{w.units} classes: each row is not a distribution over its classes, so "
             f"{w.loss} compares the wrong numbers (a prediction depends on the rest of the batch)",
             f"the {w.act} before {w.loss} normalised {over}; the classes are dimension 1 "
-            f"({w.units} units, {w.rows} rows)" + (f", whose rows' logsumexp lies up to "
-            f"{_n(w.s.get('row_logsumexp_gap'))} from 0" if w.s.get("row_logsumexp_gap")
+            f"({w.units} units, {w.rows} rows)" + (f", whose rows' logsumexp rises up to "
+            f"{_n(w.s.get('row_logsumexp_gap'))} above 0" if w.s.get("row_logsumexp_gap")
             is not None else ""),
             f"Normalise over the classes: {w.act}(x, dim=1) (or dim=-1 for (batch, classes) "
             "outputs); nn.LogSoftmax() and F.log_softmax(x) without dim may pick dim 0.")

@@ -6,7 +6,8 @@ from ..trace import INPUT_LAYER
 from . import dynamics, mistakes, norms, outputs, precision, rates, residuals, samples, stalls
 from .echoes import WINDOW
 from .finding import Finding
-from .runs import ACT, GRAD
+from .residuals import RESIDUAL
+from .runs import ACT, GRAD, is_number
 
 LR_WINDOW = 20      # steps: how long after a learning-rate increase a failure is blamed on it
 PEAK_RISE = 3.0     # a rise this large stays to blame while the rate it reached is in force
@@ -14,6 +15,10 @@ UNSCALED_RMS = 20.0   # input rms from which data looks unstandardised (images i
 # ... and where the model's first activation is a sigmoid/tanh that saturates: default init
 # passes ~0.6x the input's rms to it, and a tanh saturates from ~2 (pixels in 0..16: rms ~8)
 SQUASH_UNSCALED_RMS = 4.0
+# Weight decay from which an adaptive optimizer that adds it to the gradient (Adam's L2,
+# unlike AdamW's decoupled decay) is pulled by it more than by the loss, once the gradient
+# has shrunk: it normalises the sum, so the decay alone makes full steps towards zero.
+HEAVY_DECAY = 0.01
 _ACTIVATION_KINDS = ("relu", "smooth", "sigmoid", "tanh")
 # States a learning rate too high can bring about.
 _LR_STATES = ("dead", "saturated", "exploding", "nonfinite", "spiking", "diverging", "too_large")
@@ -149,6 +154,26 @@ def high_learning_rate(ep, ctx):
                    _FIX_LR.get(ep.state, "Lower the learning rate."))
 
 
+def heavy_weight_decay(ep, ctx):
+    """A gradient that faded while Adam-style steps followed a large L2 weight decay added to
+    it: the weights were pulled to zero and the layer learnt nothing more."""
+    if ep.state != "vanishing":
+        return None
+    for seen in rates.by_optimizer(ctx.hparams(ep.run), ep.onset):
+        first = seen[0]
+        opt, decay = first.get("optimizer", ""), first.get("weight_decay")
+        if opt in rates.ADAPTIVE and opt != "AdamW" and is_number(decay) \
+                and decay >= HEAVY_DECAY:
+            return Finding("learning_rate", 0.7,
+                           f"{opt}'s weight_decay {decay:g} is added to the gradient and "
+                           "outweighs it, pulling the weights to zero",
+                           (f"{opt} weight_decay {decay:g}: added to each gradient before "
+                            f"{opt} normalises the step",),
+                           "Lower weight_decay (1e-4 to 5e-4 for Adam's L2), or use AdamW, "
+                           "whose decay is decoupled from the gradient (typically 0.01-0.1).")
+    return None
+
+
 def present_from_start(ep, ctx):
     """Unhealthy from the layer's first observation: the initial weights put it there."""
     if ep.previous is not None or ep.signal not in (ACT, GRAD):
@@ -176,10 +201,12 @@ def deep_saturating_stack(ep, ctx):
 
 
 def deep_without_norm(ep, ctx):
-    """Many weight layers and no normalisation: the gradient shrinks on its way back."""
+    """Many weight layers and no normalisation or residual path: the gradient shrinks on its
+    way back. (A residual net's blocks carry it: ReZero's gates crossing 0 are no depth.)"""
     layers = ctx.model_of(ep.layer)
     weights = [l for l in layers if l.get("kind") == "param"]
-    if ep.state != "vanishing" or len(weights) < 8 or _has_norm(layers):
+    if ep.state != "vanishing" or len(weights) < 8 or _has_norm(layers) \
+            or any(signal == RESIDUAL for _, signal in ctx.runs[ep.run].tracks):
         return None
     return Finding("architecture", 0.6, f"{len(weights)} weight layers deep without normalisation",
                    (f"{len(weights)} Linear/conv layers and no normalisation layer in the model",),
@@ -201,7 +228,7 @@ CAUSES = [outputs.output_mismatch, mistakes.loop_mistake, stalls.stalled_loss,
           stalls.unscaled_targets, norms.batch_statistics,
           residuals.residual_growth, unscaled_input,
           raised_learning_rate, long_at_peak, dynamics.rate_too_high, high_learning_rate,
-          dynamics.weights_off_scale,
+          dynamics.weights_off_scale, heavy_weight_decay,
           present_from_start, deep_saturating_stack, deep_without_norm, residuals.residual_collapse,
           stalls.no_gradient, unexplained]
 

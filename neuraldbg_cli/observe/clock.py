@@ -12,7 +12,8 @@ class StepClock:
     The pacing optimizer's step ends a step. Knowing that the script has an optimizer (made,
     if not yet stepped) keeps forwards of gradient accumulation in one step; a script without
     any has each outermost forward with gradients end one (`pending_end`, ended at the next
-    outermost call)."""
+    outermost call), until it calls backward(): from then on each backward() ends one
+    (`by_hand`: an RNN cell called once a character and stepped by hand once a name)."""
 
     def __init__(self, every: int, emit):
         # Observe every `every`-th step only (1: all). On the others the hooks return at once:
@@ -24,6 +25,7 @@ class StepClock:
         self.pending_end = False
         self.iterations = 0                 # steps completed, when numbered by a framework
         self.optimizers_created = 0
+        self.by_hand = False                # modules, no optimizer, backward() seen
         self.optim = OptimizerWatch(emit)
 
     def advance(self, complete: bool, to: int | None = None) -> bool:
@@ -38,6 +40,12 @@ class StepClock:
             self.step = self.steps = to
             return self.iterations % self.every == 0
         return self.step % self.every == 0
+
+    def saw_backward(self) -> None:
+        """A backward() of a model of modules: with no optimizer, it ends the step (at the
+        next outermost call)."""
+        if not self.optimizers_created and self.optim.primary is None:
+            self.by_hand = self.pending_end = True
 
     def purge_due(self) -> bool:
         """Time to forget modules that no longer exist (checked after a completed step)."""

@@ -2,7 +2,8 @@
 
 A DQN's target network, PPO's old policy, the momentum encoder of BYOL or MoCo, a mean
 teacher: a model built like one being trained (the same parameter shapes, in the same order),
-whose parameters are not the trained ones, called in training mode with gradients off. Such a
+whose parameters are not the trained ones, called in training mode with gradients off (or
+with gradients on and every parameter frozen: DINO's EMA teacher). Such a
 copy computes the targets (or gathers the data) that the trained model's loss is measured
 against, and these move as training goes: a DQN's TD targets grow with the returns the agent
 reaches, PPO's loss jumps with each new rollout. The loss's level then says nothing of
@@ -37,6 +38,7 @@ class ModelCopies:
         self._seen: dict = {}           # id(module) -> weakref: called without gradients
         self._news = False              # one seen since the last comparison
         self._roots = 0                 # roots at the last comparison
+        self._training: set = set()     # ids of models called with a trainable parameter
 
     def saw(self, module) -> None:
         """An outermost call in training mode with gradients off (once per forward)."""
@@ -51,19 +53,36 @@ class ModelCopies:
         self._seen[key] = weakref.ref(module)
         self._news = True
 
+    def saw_frozen(self, module) -> None:
+        """An outermost call in training mode with gradients on: a copy if none of its
+        parameters requires a gradient (a model found training is not looked at again)."""
+        if self.found or id(module) in self._training:
+            return
+        if _trains(module):
+            if len(self._training) < MAX_SEEN:
+                self._training.add(id(module))
+        else:
+            self.saw(module)
+
     def check(self) -> bool:
         """At a step's end: whether a copy has been seen (compared when either side is new)."""
         roots = self.registry.roots
         if self.found or not (self._news or self._seen and len(roots) != self._roots):
             return self.found
         self._news, self._roots = False, len(roots)
-        trained = {shapes(r) for ref in list(roots.values()) if (r := ref()) is not None}
+        trained = {shapes(r) for ref in list(roots.values())
+                   if (r := ref()) is not None and _trains(r)}
         owners = self.registry.owners
         for key, ref in list(self._seen.items()):
             m = ref()
             if m is None:
                 del self._seen[key]
-            elif shapes(m) in trained and not any(id(p) in owners for p in m.parameters()):
+            elif shapes(m) in trained and not (_trains(m) and any(id(p) in owners
+                                                                  for p in m.parameters())):
                 self.found = True           # (the model itself, its parameters owned, is not)
                 break
         return self.found
+
+
+def _trains(module) -> bool:
+    return any(p.requires_grad for p in module.parameters())

@@ -5,22 +5,22 @@ from __future__ import annotations
 import math
 
 from .detectors.base import Observation
-from .kinds import CONTAINER, LOOP_KIND, LOSS_KIND, OUTPUT_KIND, SCALER_KIND, SIGMOID, TANH, UNIT_KINDS
+from .kinds import LOOP_KIND, LOSS_KIND, OUTPUT_KIND, SCALER_KIND, SIGMOID, TANH, UNIT_KINDS
 from .norms import norm_facts, norm_tensors, norm_width
+from .optimizer_judge import OptimizerJudge, split
 from .pairing import REGRESSION_LOSSES
 from .readout import Readout
 from .residual import SUMS, residual_facts, residual_tensors
 from .stats import collect, grad_values, layer_norm, unit_shares
 from .summaries import Summary, SummaryClock
-from .updates import UpdateBatch, ratios
-from .verdicts import Verdicts
+from .updates import UpdateBatch
 
 # A NamedTuple's own __new__ is a Python function; tuple.__new__ builds the same record in C
 # (this runs for every layer at every step).
 _new = tuple.__new__
 
 
-class StepJudge(Verdicts):
+class StepJudge(OptimizerJudge):
     """Hands each layer's numbers to the detectors that watch it (verdicts.py writes what
     changed)."""
 
@@ -86,8 +86,7 @@ class StepJudge(Verdicts):
         if norm_jobs:                       # (the norm readings close the tail)
             k = len(tail) - norm_width(norm_jobs)
             tail, read = tail[:k], tail[k:]
-            for rec, f in norm_facts(norm_jobs, read, step):
-                self._observe(rec, rec.on_norm, _of_step(rec.kind, None, f), step)
+            normed = norm_facts(norm_jobs, read, step)   # (judged once the updates are known)
         told = facts.values(tail) if facts is not None else None  # (loss, first_grad, call, scaler)
         loss = told[0] if told is not None else None
         keep = Summary(step) if self.summaries.due(step) else None
@@ -95,28 +94,16 @@ class StepJudge(Verdicts):
         if values:
             self._judge_outputs(values, plan, recs, step, keep)
             raw, done = grad_values(values, plan)
-        norms, moved = {}, []     # (moved: the step's positive update ratios, for the loss)
-        for batch in () if told and told[3] and told[3]["skipped"] else grads:  # (scaler: skipped)
-            values, update = done if batch.normed else raw, type(batch) is UpdateBatch
-            # (a vector is read on its own: its values are not among these)
-            k = 0 if update and batch.vector else len(batch.tensors)
-            if update:
-                own = batch.tensors.tolist() if batch.vector else values[:k]
-                found = self._judge_updates(batch, own, norms, recs, step)
-                moved += [r for r in found.values() if r]
-                if keep is not None:
-                    for rec, ratio in found.items():
-                        if rec.on_update:
-                            keep.add(rec, "update_ratio", ratio)
-            else:
-                norms = self._judge_gradients(batch.groups, values[:k], step, loss)
-                if keep is not None:
-                    for rec, norm in norms.items():
-                        if rec.on_grad:
-                            keep.add(rec, "grad_norm", norm)
-            del values[:k]
+        skipped = told and told[3] and told[3]["skipped"]   # (scaler: a skipped step)
+        middle = self._judge_optimizers([] if skipped else split(grads, raw, done), recs,
+                                        step, loss, keep)
+        if norm_jobs:
+            for rec, f in normed:
+                if middle is not None and "drift" in f:
+                    f["moved"] = middle     # (batches apart while the weights move fast)
+                self._observe(rec, rec.on_norm, _of_step(rec.kind, None, f), step)
         if facts is not None:
-            self._judge_step(facts, told, step, keep, _middle(moved))
+            self._judge_step(facts, told, step, keep, middle)
         if loss is not None and self.loss_summaries.due(step):
             if keep is None:
                 keep = Summary(step)
@@ -159,46 +146,6 @@ class StepJudge(Verdicts):
                         self._changed(rec, detector, tracker, x, state, extra, step)
                 except Exception as e:  # noqa: BLE001 - only this detector stops
                     self._switch_off(detector, e)
-
-    def _judge_gradients(self, groups: list, values: list, step: int, loss=None) -> dict:
-        """groups: [(layer record, positions of its parameters' norms in `values`: a slice,
-        or a tuple where they are not side by side)]; `loss`: the step's, its scale."""
-        # a layer's norm from its parameters' norms: the square root of their sum of squares
-        norms = [math.hypot(*(values[at] if type(at) is slice else [values[i] for i in at]))
-                 for _, at in groups]
-        top = max(norms)            # the largest finite one: max passes over NaN unless first
-        if not math.isfinite(top):
-            top = max((n for n in norms if math.isfinite(n)), default=0.0)
-        out = {}
-        for (rec, _), norm in zip(groups, norms):
-            out[rec] = norm
-            if rec.on_grad:
-                x = _new(Observation, (rec.kind if rec.leaf else CONTAINER, None, None, None,
-                                       None, None, False, norm, top, None, loss, None))
-                self._observe(rec, rec.on_grad, x, step)
-        return out
-
-    def _judge_updates(self, batch, values: list, norms: dict, recs: list, step: int) -> dict:
-        """Each layer's update ratio (returned: layer record -> ratio); a layer with no
-        gradient that ran this step, before the first one (in the optimizer's order) that
-        has one, had its graph cut. (A layer with no gradient after one that has it is a
-        dead end, not a cut: an output the loss does not use, as BYOL's encoder's last
-        Linear, whose input is what its loss reads.)"""
-        found = ratios(batch, values)
-        groups = batch.groups
-        # the first layer with a gradient (none at all: nothing is cut, -1)
-        first = next((i for i, (rec, _) in enumerate(groups) if rec in norms), -1)
-        touched = set(recs)     # (a layer not called this step is not judged)
-        for i, (rec, _) in enumerate(groups):
-            # (a graph attention layer: parameters and modules of its own, no output record)
-            if not rec.on_update or (rec not in touched and not norms.get(rec)):
-                continue
-            norm = norms.get(rec)
-            facts = _NO_GRAD if norm is None and i < first else None
-            x = _new(Observation, (rec.kind, None, None, None, None, None, False, norm, None,
-                                   found.get(rec), None, facts))
-            self._observe(rec, rec.on_update, x, step)
-        return found
 
     def _judge_step(self, facts, told: tuple, step: int, keep=None, moved=None) -> None:
         """The pseudo-layers and the layers outside every optimizer; `told`: StepFacts.values;
@@ -265,15 +212,6 @@ def _loss_facts(facts, moved, call) -> dict | None:
     return told or None
 
 
-def _middle(values: list) -> float | None:
-    """The median of a step's few numbers (one per layer), or None."""
-    if not values:
-        return None
-    values.sort()
-    return values[len(values) // 2]
-
-
-_NO_GRAD = {"no_grad": True}
 _SEVERAL = {"several": True}
 _MOVING_TARGETS = {"moving_targets": True}
 _UNEVEN = {"uneven": True}

@@ -66,8 +66,7 @@ class Monitor:
         self.off = None             # (step, why) monitoring was switched off by a fault
 
     @property
-    def steps(self) -> int:
-        """Completed steps."""
+    def steps(self) -> int:     # (completed steps)
         return self.clock.steps
 
     @property
@@ -108,6 +107,7 @@ class Monitor:
         """Each backward() of a model of bare tensors (`w = torch.randn(..., requires_grad=
         True)` updated by hand) is a step: the loss and the loop are judged on it."""
         if not self._bare():
+            self.clock.saw_backward()
             return False
         if self.clock.pending_end:
             self._end_bare_step()

@@ -54,8 +54,9 @@ class OutermostHooks:
             last[0].is_output = True
         clock = self.clock
         if clock.optimizers_created == 0 and clock.optim.primary is None and self.active \
-                and torch.is_grad_enabled() and module.training:
-            # no optimizer (yet): each outermost forward with gradients is a step
+                and torch.is_grad_enabled() and module.training and not clock.by_hand:
+            # no optimizer (yet), no backward() yet: each outermost forward with gradients
+            # is a step
             clock.pending_end = True
 
     def _outermost_call(self, module, args):
@@ -74,6 +75,8 @@ class OutermostHooks:
             # Called during backward: gradient checkpointing running a block again. Not a
             # model call: its input is a hidden state, and the block already has its name.
             return
+        if self.copies is not None and module.training:     # (DINO's teacher: all frozen)
+            self.copies.saw_frozen(module)
         self.forwards += 1                  # (a new forward: call sites count from the first)
         if not module.training:
             self.eval_roots[id(module)] = weakref.ref(module)

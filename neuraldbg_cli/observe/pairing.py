@@ -216,9 +216,9 @@ def read_call(name: str, out: torch.Tensor, target: torch.Tensor) -> LossCall:
     names += ["target_min", "target_max"]
     tensors += [*t.aminmax()]
     if name == "nll_loss" and units >= 2:
-        # log-probabilities: each row's logsumexp is 0 (logits overflowing to inf are far off)
+        # rows' logsumexp: 0 for log-probabilities, < 0 averaged (Bayes by backprop), > 0 logits
         names.append("row_logsumexp_gap")
-        tensors.append(o.exp().sum(-1).log().abs().amax())
+        tensors.append(o.exp().sum(-1).log().amax())
     return LossCall(name, activation, normalised, int(units), int(o.shape[0]), kind,
                     tuple(out.shape), tuple(target.shape), tuple(names), tensors)
 

@@ -214,7 +214,7 @@ def residual_facts(jobs: list, values: list, growth: float) -> list:
         size = math.sqrt(d2 / sampled)      # the branch's own rms
         g = rms_out / rms_in if rms_in > 0 else (1.0 if rms_out == 0 else math.inf)
         facts = {"branch_ratio": branch, "rms_in": rms_in, "rms_out": rms_out, "growth": g}
-        if g >= growth:             # (NaN is not)
+        if g >= growth and rms_in > 0:  # (NaN is not; a stream from nothing is not multiplied)
             run = run_of.get(block.prev)
             if run is None:
                 run = {"blocks": 0, "rms_from": rms_in, "branch_from": size}
@@ -236,7 +236,9 @@ def residual_facts(jobs: list, values: list, growth: float) -> list:
 
 
 def _rate(a: float, b: float, n: int) -> float:
-    """The per-block factor taking a to b over n blocks (a > 0)."""
+    """The per-block factor taking a to b over n blocks (from 0: inf, or 1 to 0)."""
+    if a <= 0:
+        return math.inf if b > 0 else 1.0
     return (b / a) ** (1 / n) if math.isfinite(b) else math.inf
 
 

@@ -72,16 +72,28 @@ def outside_optimizers(recs: list, registry) -> list:
     layers before it are a backbone left out of a fine-tune on purpose (an optimizer over
     the head alone), those after it were added or replaced once the optimizer was built.
     (A layer is known held once its optimizer steps; one whose optimizer has not stepped
-    yet, a GAN's generator getting gradients from the discriminator's first steps, is held.)"""
+    yet, a GAN's generator getting gradients from the discriminator's first steps, is held.)
+    Where every optimizer holds plain tensors alone, the model is a fixed function of an
+    input being optimised (style transfer leaving its VGG's requires_grad on): none."""
     owners = registry.owners
     first = next((i for i, r in enumerate(recs) if r.in_optimizer), -1)
     # (none held at all: the optimizer steps parameters the model no longer has)
     found = [r for r in recs[first + 1:] if r.on_update and not r.in_optimizer
              and has_gradients(r, owners)]
+    if found and first < 0 and _optimizes_inputs(registry):
+        return []       # (the optimisers step an input, not the model: no layer is theirs)
     if found:
         held = registry.held()
         found = [r for r in found if not any(id(p) in held for p in _own(r))]
     return found
+
+
+def _optimizes_inputs(registry) -> bool:
+    """Some optimizer lives, and none holds a module's parameter: what is optimised is a
+    plain tensor, an image fed to a fixed model (style transfer, feature visualisation)."""
+    held = [p for r in registry.optimizers if (o := r()) is not None
+            for g in o.param_groups for p in g["params"]]
+    return bool(held) and not any(isinstance(p, torch.nn.Parameter) for p in held)
 
 
 def _own(rec) -> list:
@@ -98,13 +110,15 @@ def has_gradients(rec, owners: dict) -> bool:
 
 
 def trains_in_eval(roots: dict, owners: dict, found: set) -> list:
-    """The models (weakrefs in `roots`) last called in eval() mode whose parameters an
-    optimizer updates and that got gradients: not a frozen teacher, a model being trained.
-    Their names; their ids are added to `found` (their eval() calls are observed from now)."""
+    """The models (weakrefs in `roots`) last called in eval() mode, and in it still, whose
+    parameters an optimizer updates and that got gradients: not a frozen teacher, a model
+    being trained. (A decoder's layers called one by one in eval() to sample, then trained
+    inside the model after model.train(), are no longer in eval() mode.) Their names; their
+    ids are added to `found` (their eval() calls are observed from now)."""
     out = []
     for ref in list(roots.values()):
         root = ref()
-        if root is not None and any(
+        if root is not None and not root.training and any(
                 p.grad is not None and (o := owners.get(id(p))) is not None and o.in_optimizer
                 for p in root.parameters()):
             out.append(class_name(getattr(root, "module", root)))

@@ -47,6 +47,9 @@ class UpdateBatch(NamedTuple):
     normed: bool = True  # (as GradBatch: its tensors are norms already)
     vector: bool = False  # (on the CPU: read with one tolist() at the step end)
     swapped: bool = False  # the weights' norms come first, then the updates' (the rows take turns)
+    # Weight decay is added to the gradient before the step (SGD, Adam, RMSprop with
+    # weight_decay): the step then moves the weights whatever the loss's gradient is.
+    decayed: bool = False
 
 
 class _Watched(NamedTuple):
@@ -114,7 +117,7 @@ class UpdateSampler:
             copies = watched.buffers[0]
             torch._foreach_sub_(copies, views)
             return _new(UpdateBatch, (torch._foreach_norm([*copies, *views]), watched.groups,
-                                      True, False, False))
+                                      True, False, False, coupled_decay(opt)))
         other = 1 - row             # the weights after the step go in the other row, and stay
         torch._foreach_copy_(watched.buffers[other], views)
         before, after = watched.halves[row], watched.halves[other]
@@ -123,9 +126,11 @@ class UpdateSampler:
         # the norms of both rows: the updates' in row `row`, the weights' in the other
         norms = torch.linalg.vector_norm(rows, dim=-1)
         swapped = row == 1
+        decayed = coupled_decay(opt)
         if norms.is_cpu:    # (one tolist() costs less than a 0-d view and an item() per norm)
-            return _new(UpdateBatch, (norms, watched.groups, True, True, swapped))
-        return _new(UpdateBatch, (list(norms.unbind()), watched.groups, True, False, swapped))
+            return _new(UpdateBatch, (norms, watched.groups, True, True, swapped, decayed))
+        return _new(UpdateBatch, (list(norms.unbind()), watched.groups, True, False, swapped,
+                                  decayed))
 
     def skip(self, opt) -> None:
         """`opt` steps unobserved: the weights its last step left are no longer the ones
@@ -187,6 +192,19 @@ def _key(owners: dict, params: list, sharded: bool) -> tuple:
     data_ptr is 0; its shard's is where the views point (FSDP2 may put a new one in)."""
     storages = map(local_shard, params) if sharded else params
     return (len(owners), *map(id, params), *map(_data_ptr, storages))
+
+
+def coupled_decay(opt) -> bool:
+    """Whether `opt` adds weight decay to the gradients it steps by: any group with a
+    weight_decay above 0, unless the optimizer decays the weights apart from the gradient
+    (AdamW, or Adam's `decoupled_weight_decay`). An optimizer this cannot tell counts as
+    coupled."""
+    decoupled = isinstance(opt, torch.optim.AdamW)
+    for group in opt.param_groups:
+        wd = group.get("weight_decay")
+        if wd and not (decoupled or group.get("decoupled_weight_decay")):
+            return True
+    return False
 
 
 def ratios(batch: UpdateBatch, norms: list) -> dict:

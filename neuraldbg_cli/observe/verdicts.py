@@ -7,7 +7,8 @@ import math
 
 class Verdicts:
     """The part of the step end that asks the detectors watching a layer and writes what
-    changed (the base of `judge.StepJudge`, whose `registry`, `emit` and `fault` it uses)."""
+    changed (the base of `optimizer_judge.OptimizerJudge` and so of `judge.StepJudge`, whose
+    `registry`, `emit` and `fault` it uses)."""
 
     def _observe(self, rec, watchers: list, x, step: int) -> None:
         for detector, history, tracker in watchers:

@@ -21,6 +21,8 @@ UNIT_ACTIVITY = "unit_activity"      # inactive, units: units inactive all step 
 UNIT_SATURATION = "unit_saturation"  # saturated, units: units saturated (sigmoid, tanh)
 INPUT_ACTIVITY = "input_activity"    # input_dead: input units zero all step (Linear, conv)
 GRAD_NORM = "grad_norm"              # grad_norm, model_max_grad_norm: at the optimizer step
+#                                      (with update_ratio and facts["median_update"], the
+#                                      step's, where the updates are sampled and follow it)
 PARAM_UPDATE = "param_update"        # update_ratio, facts: at the optimizer step (with GRAD_NORM)
 LOSS = "loss"                        # loss, facts: of the pseudo-layer (loss), at the step end
 LOOP = "loop"                        # facts: of the pseudo-layer (loop), at the step end

@@ -18,13 +18,14 @@ _NEEDS = frozenset((GRAD_NORM,))
 class GradientHistory:
     """A layer's recent gradient norms, bounded, and its first ones (a floor for "recent")."""
 
-    __slots__ = ("grad", "grad_early", "_early", "_early_median")
+    __slots__ = ("grad", "grad_early", "_early", "_early_median", "loss_start")
 
     def __init__(self, window: int):
         self.grad = RollingMedian(window)
         self.grad_early: list = []
         self._early = window
         self._early_median = None
+        self.loss_start = None      # the step's loss when the layer was first judged
 
     def add_gradient(self, norm: float) -> None:
         if math.isfinite(norm) and norm > 0:
@@ -103,11 +104,25 @@ class GradientDetector(Detector):
         if norm <= g.vanishing_norm:
             return "vanishing", {}
         if model_max > 0 and norm / model_max < g.vanishing_ratio:
+            start = history.loss_start
+            if loss is not None and start and loss <= g.fitted * start:
+                # the data is fit (ReZero's 64 blocks at a loss of 1e-6): every gradient
+                # fades, and how small one is beside another says nothing
+                return "healthy", {}
+            # What a vanishing gradient harms is the layer's learning. An adaptive optimizer
+            # (Adam, RMSprop) scales a small gradient up to a full step: a U-Net's bottleneck,
+            # 1e-7 of the largest gradient, still moves at 2-10% of the model's pace. A step
+            # that follows a weight decay added to the gradient is no such sign.
+            ratio, pace = x.update_ratio, x.facts
+            if ratio is not None and pace and ratio >= g.moving_share * pace["median_update"]:
+                return "healthy", {}
             return "vanishing", {"ratio_to_largest": norm / model_max}
         return "healthy", {}
 
     def remember(self, x: Observation, history: GradientHistory) -> None:
         history.add_gradient(x.grad_norm)
+        if history.loss_start is None and x.loss is not None and 0 < x.loss < math.inf:
+            history.loss_start = x.loss
 
     def evidence(self, x: Observation, extra: dict) -> dict:
         return {"grad_norm": x.grad_norm, "model_max_grad_norm": x.model_max_grad_norm, **extra}

@@ -5,13 +5,15 @@ LayerNorm/GroupNorm/RMSNorm gain collapsing toward zero.
 facts (from the step end, observe/norms.py): BatchNorm: "drift" (the batch mean's distance
 from the running mean, in running standard deviations, averaged over channels and over the
 step's calls), "jump" (its distance from the batch mean of the same call of the step before, likewise),
-"per_channel" (values behind each channel's batch statistics), "batch", "momentum", "calls";
-gains: "gain_rms".
+"per_channel" (values behind each channel's batch statistics), "batch", "momentum", "calls",
+"moved" (the step's median update ratio, where known); gains: "gain_rms".
 
 A drift is batches that are not fair samples: far from the running mean *and* from one
 another. Batches close to one another but all far from the running mean are a running
 average lagging weights that move fast (lr 0.1 on a fresh ResNet): it catches up as the
-learning slows, and is not a drift."""
+learning slows, and is not a drift. Nor are batches apart from one another while the weights
+before the BatchNorm move a hundredth of their norm or more a step (d2l's LeNet with
+BatchNorm at lr 1.0): each step's weights make a new distribution, whatever the batch."""
 from __future__ import annotations
 
 import math
@@ -27,12 +29,13 @@ _REFERENCE_MOMENTUM = 0.1       # the warm-up in thresholds.yaml is given for th
 
 
 class NormHistory:
-    __slots__ = ("steps", "drifts", "jumps", "gain_start")
+    __slots__ = ("steps", "drifts", "jumps", "moves", "gain_start")
 
     def __init__(self, window: int):
         self.steps = 0                      # steps judged
         self.drifts = deque(maxlen=window)  # the last drifts (window - 1 of them are used)
         self.jumps = deque(maxlen=window)   # ... and jumps
+        self.moves = deque(maxlen=window)   # ... and the steps' median update ratios
         self.gain_start = None              # the gain's rms at first sight
 
 
@@ -75,6 +78,9 @@ class NormDetector(Detector):
             apart = _median(h.jumps, jump, th.window)
             if apart < th.drift:
                 return "normal", {}
+            moved = f.get("moved")
+            if moved is not None and _median(h.moves, moved, th.window) >= th.moving_update:
+                return "normal", {}
             return "drift", {"drift_median": typical, "jump_median": apart}
         return "drift", {"drift_median": typical}
 
@@ -90,6 +96,9 @@ class NormDetector(Detector):
             jump = f.get("jump")
             if jump is not None and math.isfinite(jump):
                 h.jumps.append(jump)
+            moved = f.get("moved")
+            if moved is not None:
+                h.moves.append(moved)
 
     def evidence(self, x: Observation, extra: dict) -> dict:
         f = x.facts
