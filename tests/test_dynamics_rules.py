@@ -256,6 +256,28 @@ def test_depth_without_normalisation_is_not_blamed_in_a_residual_net(tmp_path, r
     assert top.cause == ("unknown" if residual else "architecture"), top.summary
 
 
+@pytest.mark.parametrize("recovered", [False, True])
+def test_a_plateau_the_loss_left_is_no_target_without_a_signal(tmp_path, recovered):
+    """A flat, noisy loss while the weights move: targets with no signal, while it lasts. One
+    the loss then left (a LoRA fine-tune's or ULMFiT's plateau of 15 steps) had a signal:
+    "shuffle inputs and targets together" was wrong advice for a slow start."""
+    t = TraceMaker()
+    t.tr(100, "(loss)", "stalled", signal="loss", no_signal=True, update_median=3e-3,
+         loss_start=5.9, loss_median=5.8)
+    if recovered:
+        t.tr(115, "(loss)", "normal", signal="loss")
+    top = explain(tmp_path, t.end(400)).hypotheses[0]
+    assert top.cause == ("unknown" if recovered else "input_data"), top.summary
+    assert ("slow start" in top.summary) == recovered
+
+
+@pytest.mark.parametrize("optimizer", ["SGD", "LBFGS"])
+def test_lbfgs_at_its_default_rate_of_1_is_no_rate_too_high(tmp_path, optimizer):
+    t = TraceMaker(lr=1.0, optimizer=optimizer).tr(30, "net.1", "dead")
+    causes = [h.cause for h in explain(tmp_path, t.end(100)).hypotheses]
+    assert ("learning_rate" in causes) == (optimizer == "SGD"), causes
+
+
 def test_a_cut_graph_is_the_training_loop(tmp_path):
     t = TraceMaker().tr(1, "net.0", "detached", signal="update")
     top = explain(tmp_path, t.end(50)).hypotheses[0]

@@ -147,7 +147,8 @@ def high_learning_rate(ep, ctx):
     h = rates.in_force(ctx.hparams(ep.run), ep.onset)
     lr = rates.peak((h or {}).get("lr"))
     opt = (h or {}).get("optimizer", "")
-    if lr < (0.01 if opt in rates.ADAPTIVE else 1.0):
+    # (LBFGS's rate scales a line search's first try: 1 is its default, not a high rate)
+    if lr < (0.01 if opt in rates.ADAPTIVE else 1.0) or opt == "LBFGS":
         return None
     return Finding("learning_rate", 0.55, f"the learning rate {lr:g} is high for {opt}",
                    (f"{opt} learning rate {lr:g} in effect at step {ep.onset}",),

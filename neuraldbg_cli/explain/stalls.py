@@ -24,6 +24,8 @@ FAST_UPDATE = 10 * HEALTHY_UPDATE   # a stall with steps this large: not a rate 
 _FIX_NO_SIGNAL = ("Check that each target belongs to its input: shuffle inputs and targets "
                   "together (one permutation, or a TensorDataset), pick the right target "
                   "column, and make sure the targets carry information about the inputs.")
+_FIX_PLATEAU = ("Nothing to fix if the loss falls soon after; a learning-rate warm-up, a "
+                "higher peak rate or another initialisation may shorten the plateau.")
 _FIX_TARGETS = ("Standardise the regression targets (subtract their mean, divide by their std) "
                 "and undo it for predictions; scale the input features the same way.")
 _FIX_NO_GRADIENT = ("Make the loss depend on the weights: no softmax over a single unit, no "
@@ -63,6 +65,13 @@ def stalled_loss(ep, ctx):
                        f"learning rate{lr} is too low to leave it",
                        (f"{level} after {ep.onset} steps, the loss smooth (full batches), the "
                         f"weights moving {moved:.2g} of their norm a step",), _FIX_LOW)
+    if ep.stats.get("no_signal") and ep.recovered and ep.end is not None:
+        # the loss fell later: its targets had a signal, the plateau was a slow start
+        return Finding("unknown", 0.6, f"the loss sat on a plateau for {ep.end - ep.onset} "
+                       f"steps while the weights kept moving ({moved:.2g} of their norm a "
+                       "step), then fell: a slow start, not targets without a signal",
+                       (f"{level} after {ep.onset} steps, then fell from step {ep.end}",),
+                       _FIX_PLATEAU)
     if ep.stats.get("no_signal"):
         return Finding("input_data", 0.7, f"the weights kept moving (a median update of "
                        f"{moved:.2g} of their norm a step) while {level}: the targets carry "
