@@ -38,7 +38,7 @@ class ModelCopies:
         self._seen: dict = {}           # id(module) -> weakref: called without gradients
         self._news = False              # one seen since the last comparison
         self._roots = 0                 # roots at the last comparison
-        self._training: set = set()     # ids of models called with a trainable parameter
+        self.training_ids: set = set()  # ids of models called with a trainable parameter
 
     def saw(self, module) -> None:
         """An outermost call in training mode with gradients off (once per forward)."""
@@ -56,11 +56,11 @@ class ModelCopies:
     def saw_frozen(self, module) -> None:
         """An outermost call in training mode with gradients on: a copy if none of its
         parameters requires a gradient (a model found training is not looked at again)."""
-        if self.found or id(module) in self._training:
+        if self.found:
             return
         if _trains(module):
-            if len(self._training) < MAX_SEEN:
-                self._training.add(id(module))
+            if len(self.training_ids) < MAX_SEEN:
+                self.training_ids.add(id(module))
         else:
             self.saw(module)
 

@@ -7,7 +7,7 @@ import math
 from .detectors.base import Observation
 from .kinds import LOOP_KIND, LOSS_KIND, OUTPUT_KIND, SCALER_KIND, SIGMOID, TANH, UNIT_KINDS
 from .norms import norm_facts, norm_tensors, norm_width
-from .optimizer_judge import OptimizerJudge, split
+from .optimizer_judge import OptimizerJudge
 from .pairing import REGRESSION_LOSSES
 from .readout import Readout
 from .residual import SUMS, residual_facts, residual_tensors
@@ -95,8 +95,8 @@ class StepJudge(OptimizerJudge):
             self._judge_outputs(values, plan, recs, step, keep)
             raw, done = grad_values(values, plan)
         skipped = told and told[3] and told[3]["skipped"]   # (scaler: a skipped step)
-        middle = self._judge_optimizers([] if skipped else split(grads, raw, done), recs,
-                                        step, loss, keep)
+        middle = self._judge_optimizers(() if skipped else grads, raw, done, recs, step, loss,
+                                        keep)
         if norm_jobs:
             for rec, f in normed:
                 if middle is not None and "drift" in f:

@@ -19,25 +19,34 @@ class OptimizerJudge(Verdicts):
     """The part of the step end that judges gradients and updates (the base of
     `judge.StepJudge`)."""
 
-    def _judge_optimizers(self, parts: list, recs: list, step: int, loss, keep) -> float | None:
-        """`parts`: split()'s [(GradBatch or UpdateBatch, its values)]; `keep`: the step's
-        Summary or None. Returns the step's median update ratio (None: none moved)."""
-        found, moved, paces = {}, [], {}    # (moved: the step's positive ratios)
-        for i, (batch, own) in enumerate(parts):
-            if type(batch) is UpdateBatch:
-                ratio_of = found[i] = ratios(batch, own)
-                moved += [r for r in ratio_of.values() if r]
+    def _judge_optimizers(self, grads: list, raw: list, done: list, recs: list, step: int,
+                          loss, keep) -> float | None:
+        """The step's GradBatches and UpdateBatches `grads`, their values in `raw` (to norm)
+        and `done` (normed), in order; `keep`: the step's Summary or None. Returns the
+        step's median update ratio (None: none moved)."""
+        parts, moved, paces = [], [], {}    # (moved: the step's positive ratios)
+        for batch in grads:     # (each batch's share of the read; a vector brings its own)
+            update = type(batch) is UpdateBatch
+            if update and batch.vector:
+                own = batch.tensors.tolist()
+            else:
+                values, k = done if batch.normed else raw, len(batch.tensors)
+                own = values[:k]
+                del values[:k]
+            if update:
+                own = ratios(batch, own)
+                moved += [r for r in own.values() if r]
                 if not batch.decayed:
-                    paces.update(ratio_of)
+                    paces.update(own)
+            parts.append((batch, own))
         middle = middle_of(moved)
         pace = {"median_update": middle} if middle and paces else None
         norms = {}
-        for i, (batch, own) in enumerate(parts):
-            ratio_of = found.get(i)
-            if ratio_of is not None:
-                self._judge_updates(batch, ratio_of, norms, recs, step)
+        for batch, own in parts:
+            if type(batch) is UpdateBatch:     # (own: its ratios)
+                self._judge_updates(batch, own, norms, recs, step)
                 if keep is not None:
-                    for rec, ratio in ratio_of.items():
+                    for rec, ratio in own.items():
                         if rec.on_update:
                             keep.add(rec, "update_ratio", ratio)
             else:
@@ -89,20 +98,6 @@ class OptimizerJudge(Verdicts):
             x = _new(Observation, (rec.kind, None, None, None, None, None, False, norm, None,
                                    found.get(rec), None, facts))
             self._observe(rec, rec.on_update, x, step)
-
-
-def split(grads: list, raw: list, done: list) -> list:
-    """[(GradBatch or UpdateBatch, its values)]: each batch's share of the step's read, in
-    order (a vector, read on its own, brings its own)."""
-    parts = []
-    for batch in grads:
-        if type(batch) is UpdateBatch and batch.vector:
-            parts.append((batch, batch.tensors.tolist()))
-            continue
-        values, k = done if batch.normed else raw, len(batch.tensors)
-        parts.append((batch, values[:k]))
-        del values[:k]
-    return parts
 
 
 def middle_of(values: list) -> float | None:

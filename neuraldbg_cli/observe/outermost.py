@@ -75,8 +75,9 @@ class OutermostHooks:
             # Called during backward: gradient checkpointing running a block again. Not a
             # model call: its input is a hidden state, and the block already has its name.
             return
-        if self.copies is not None and module.training:     # (DINO's teacher: all frozen)
-            self.copies.saw_frozen(module)
+        copies = self.copies
+        if copies is not None and module.training and id(module) not in copies.training_ids:
+            copies.saw_frozen(module)       # (DINO's teacher: every parameter frozen)
         self.forwards += 1                  # (a new forward: call sites count from the first)
         if not module.training:
             self.eval_roots[id(module)] = weakref.ref(module)

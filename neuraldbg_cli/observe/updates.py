@@ -61,6 +61,7 @@ class _Watched(NamedTuple):
     rows: torch.Tensor | None   # (2 x views, longest): the halves below, one view per row
     halves: tuple       # (row 0, row 1) of the copies, made once
     latest: list        # [the row that holds the weights as the last step left them, or None]
+    decayed: bool = False   # coupled_decay(), as the layout was made
 
 
 def sampled_view(p: torch.Tensor, sample: int) -> tuple | None:
@@ -117,7 +118,7 @@ class UpdateSampler:
             copies = watched.buffers[0]
             torch._foreach_sub_(copies, views)
             return _new(UpdateBatch, (torch._foreach_norm([*copies, *views]), watched.groups,
-                                      True, False, False, coupled_decay(opt)))
+                                      True, False, False, watched.decayed))
         other = 1 - row             # the weights after the step go in the other row, and stay
         torch._foreach_copy_(watched.buffers[other], views)
         before, after = watched.halves[row], watched.halves[other]
@@ -126,7 +127,7 @@ class UpdateSampler:
         # the norms of both rows: the updates' in row `row`, the weights' in the other
         norms = torch.linalg.vector_norm(rows, dim=-1)
         swapped = row == 1
-        decayed = coupled_decay(opt)
+        decayed = watched.decayed
         if norms.is_cpu:    # (one tolist() costs less than a 0-d view and an item() per norm)
             return _new(UpdateBatch, (norms, watched.groups, True, True, swapped, decayed))
         return _new(UpdateBatch, (list(norms.unbind()), watched.groups, True, False, swapped,
@@ -152,7 +153,8 @@ class UpdateSampler:
         key = _key(owners, params, entry is not None and entry[1].sharded)
         if entry is None or entry[0]() is not opt or entry[1].key != key:
             self._watched = {k: e for k, e in self._watched.items() if e[0]() is not None}
-            entry = self._watched[id(opt)] = (weakref.ref(opt), self._layout(params, owners))
+            layout = self._layout(params, owners)._replace(decayed=coupled_decay(opt))
+            entry = self._watched[id(opt)] = (weakref.ref(opt), layout)
         return entry[1]
 
     def _layout(self, params: list, owners: dict) -> _Watched:
@@ -198,7 +200,8 @@ def coupled_decay(opt) -> bool:
     """Whether `opt` adds weight decay to the gradients it steps by: any group with a
     weight_decay above 0, unless the optimizer decays the weights apart from the gradient
     (AdamW, or Adam's `decoupled_weight_decay`). An optimizer this cannot tell counts as
-    coupled."""
+    coupled. Read when the optimizer's parameters are laid out (a decay scheduled from 0
+    later is seen once they are laid out again)."""
     decoupled = isinstance(opt, torch.optim.AdamW)
     for group in opt.param_groups:
         wd = group.get("weight_decay")
