@@ -100,6 +100,7 @@ class OutputThresholds:
     beyond: float = 0.5
     one_class_steps: int = 50
     log_prob_tolerance: float = 0.05
+    row_sum_tolerance: float = 1.0e-3
     dense_steps: int = 20
     every: int = 10
     points: int = 20

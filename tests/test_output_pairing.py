@@ -36,6 +36,22 @@ def verdict(found: list) -> tuple:
     return (bad[0]["to"], bad[0]["stats"]["why"]) if bad else ("normal", None)
 
 
+class Mixture(nn.Module):
+    """Experts mixed by a softmax gate (a mixture of experts' head); `softmax`: each expert's
+    output is a softmax (probabilities mixed, no softmax on the graph just before the loss)."""
+
+    def __init__(self, softmax: bool, experts: int = 3):
+        super().__init__()
+        self.softmax = softmax
+        self.gate = nn.Linear(16, experts)
+        self.experts = nn.ModuleList(nn.Linear(16, 4) for _ in range(experts))
+
+    def forward(self, h):
+        gates = torch.softmax(self.gate(h), 1).unsqueeze(-1)
+        outs = torch.stack([e(h) for e in self.experts], 1)
+        return (gates * (torch.softmax(outs, -1) if self.softmax else outs)).sum(1)
+
+
 classes = torch.arange(N) % 4
 one_hot = F.one_hot(classes, 4).float()
 binary = (torch.arange(N) % 2).float().unsqueeze(1)
@@ -50,6 +66,9 @@ BROKEN = {
         "one_class_unit"),
     "softmax into CrossEntropyLoss": (
         [nn.Linear(16, 4), nn.Softmax(dim=1)], nn.CrossEntropyLoss(), classes, "mismatched",
+        "probabilities_into_cross_entropy"),
+    "experts' softmaxes mixed by their gates into CrossEntropyLoss": (
+        [Mixture(softmax=True)], nn.CrossEntropyLoss(), classes, "mismatched",
         "probabilities_into_cross_entropy"),
     "functional sigmoid into F.cross_entropy": (
         [nn.Linear(16, 4)], lambda out, y: F.cross_entropy(torch.sigmoid(out), y), classes,
@@ -156,6 +175,8 @@ def _samples(out):
 HEALTHY = {
     "logits into CrossEntropyLoss": ([nn.Linear(16, 4)], nn.CrossEntropyLoss(), classes),
     "label smoothing": ([nn.Linear(16, 4)], nn.CrossEntropyLoss(label_smoothing=0.1), classes),
+    "experts' logits mixed by their gates into CrossEntropyLoss": (
+        [Mixture(softmax=False)], nn.CrossEntropyLoss(), classes),
     "probability targets": ([nn.Linear(16, 4)], nn.CrossEntropyLoss(), soft(classes)),
     "one-hot targets into cross_entropy": (
         [nn.Linear(16, 4)], lambda out, y: F.cross_entropy(out, y), one_hot),

@@ -63,11 +63,19 @@ def _pct(v) -> str:
     return f"{v:.0%}" if isinstance(v, (int, float)) and not isinstance(v, bool) else _num(v)
 
 
+def _producer(s: dict) -> str:
+    """What made the loss's input: its activation; else a linear output, unless its rows
+    were read as probabilities (a mixture of softmaxes: observe/detectors/output.py)."""
+    if s.get("activation"):
+        return s["activation"]
+    return "a probability" if s.get("why") == "probabilities_into_cross_entropy" else "a linear"
+
+
 _STATS = (  # (key, label): the numbers of a transition, in the words of the report
     ("dead_ratio", lambda s: f"{_pct(s['dead_ratio'])} of units dead"),
     ("saturated_ratio", lambda s: f"{_pct(s['saturated_ratio'])} of units saturated"),
     ("observed", lambda s: f"{_pct(s.get('input_dead_ratio'))} of input units zero"),
-    ("loss_fn", lambda s: f"{s['loss_fn']} of {s.get('activation') or 'a linear'} output "
+    ("loss_fn", lambda s: f"{s['loss_fn']} of {_producer(s)} output "
                           f"{_num(s.get('output_min'))}..{_num(s.get('output_max'))}"),
     ("units", lambda s: f"{_num(s['units'])} unit{'s' * (s['units'] != 1)}"),
     ("rms", lambda s: f"output rms {_num(s['rms'])}"),

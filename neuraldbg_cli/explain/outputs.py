@@ -78,6 +78,12 @@ def _one_class_unit(w):
 
 def _probabilities_into(what: str, applies: str, fix: str):
     def told(w):
+        if w.s.get("activation") is None:   # (told by its rows: output.py)
+            return ("architecture", 0.85, f"the rows fed to {w.loss} are already probabilities "
+                    f"(a softmax, or softmaxes mixed, before the loss), and it applies {applies} "
+                    f"itself: {what}", f"{w.loss} is fed rows of values {w.out}, each summing "
+                    f"to 1 within {_n(w.s.get('output_row_sum_gap'))} ({w.rows} rows of "
+                    f"{w.units} units), rather than logits", fix)
         return ("architecture", 0.85, f"the output goes through a {w.act} before {w.loss}, "
                 f"which applies {applies} itself: {what}",
                 f"{w.loss} is fed the output of a {w.act} (values {w.out} over {w.rows} rows of "

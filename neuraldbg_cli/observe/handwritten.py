@@ -22,7 +22,8 @@ from __future__ import annotations
 
 import torch
 
-from .pairing import LossCall, activation_at, activation_of, low_dtype, node_name, rows_of
+from .loss_graph import activation_at, activation_of, node_name
+from .pairing import LossCall, low_dtype, rows_of
 
 MAX_NODES = 64      # autograd nodes visited at most from the loss
 LOG_LIKELIHOOD = "log_likelihood"

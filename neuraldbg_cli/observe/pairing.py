@@ -21,6 +21,7 @@ import torch
 import torch.nn.functional as F
 
 from .caller_warnings import warning_from_caller
+from .loss_graph import activation_of, from_output
 from .transforms import transform_level
 
 ROWS = 64           # rows of the output (and the target) reduced per read step
@@ -29,17 +30,6 @@ BCE_LOSSES = ("binary_cross_entropy", "binary_cross_entropy_with_logits")
 REGRESSION_LOSSES = ("mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss")
 LOSSES = CLASS_LOSSES + BCE_LOSSES + REGRESSION_LOSSES
 
-# Autograd nodes an activation's output may pass through unchanged in value on its way to the
-# loss (names less their trailing version digits); and the activations told apart.
-_PASS_THROUGH = frozenset((
-    "ViewBackward", "UnsafeViewBackward", "ReshapeAliasBackward", "SqueezeBackward",
-    "UnsqueezeBackward", "CloneBackward", "ToCopyBackward", "PermuteBackward", "TBackward",
-    "TransposeBackward", "ExpandBackward", "SelectBackward", "SliceBackward", "AliasBackward"))
-_ACTIVATIONS = {"SigmoidBackward": "sigmoid", "SoftmaxBackward": "softmax",
-                "LogSoftmaxBackward": "log_softmax", "TanhBackward": "tanh",
-                "ReluBackward": "relu"}
-_FOLLOWED = _PASS_THROUGH | {"DivBackward", "MulBackward"}     # (and logits / temperature)
-_DEPTH = 8          # autograd nodes followed at most from the loss input to its activation
 _is_compiling = torch.compiler.is_compiling
 
 
@@ -198,6 +188,11 @@ def read_call(name: str, out: torch.Tensor, target: torch.Tensor) -> LossCall:
     activation, normalised = activation_of(out)
     o = rows_of(out.detach(), class_dim).float()
     names, tensors = ["output_min", "output_max"], [*o.aminmax()]
+    if name == "cross_entropy" and activation is None and units >= 2:
+        # rows that are probabilities though no softmax is on the graph just before (experts'
+        # softmaxes mixed by their gates, a dispatcher's cat and index_add)
+        names.append("output_row_sum_gap")
+        tensors.append((o.sum(-1) - 1).abs().amax())
     if target.is_floating_point() or target.dtype == torch.bool:
         kind = "bool" if target.dtype == torch.bool else "float"
         same = target.shape == out.shape
@@ -245,56 +240,3 @@ def rows_of(x: torch.Tensor, class_dim: int | None) -> torch.Tensor:
         k = max(1, ROWS // max(1, min(y.shape[0], ROWS)))
         y = y[:ROWS, :k].flatten(0, 1)
     return y[:ROWS]
-
-
-def activation_of(out: torch.Tensor) -> tuple:
-    """(the activation that produced `out`, the size of the dimension it normalised): read
-    off the autograd graph, through reshapes and copies; (None, None) for anything else (a
-    linear output, or a compiled graph)."""
-    fn = out.grad_fn
-    for _ in range(_DEPTH):
-        if fn is None:
-            return None, None
-        found = activation_at(fn)
-        if found is not None:
-            return found
-        if node_name(fn) not in _PASS_THROUGH:
-            return None, None
-        nxt = fn.next_functions
-        fn = nxt[0][0] if nxt else None
-    return None, None
-
-
-def from_output(out: torch.Tensor, model_out) -> bool | None:
-    """Whether `out` is the model's output `model_out`, reshaped, cast or scaled (a classifier's
-    logits), not assembled from it (a contrastive loss's `cat([pos, neg]) / T`); None: unknown."""
-    if model_out is None or model_out.grad_fn is None:
-        return None
-    fn, to = out.grad_fn, model_out.grad_fn
-    for _ in range(_DEPTH):
-        if fn is to:
-            return True
-        if fn is None or node_name(fn) not in _FOLLOWED:
-            return False
-        fn = fn.next_functions[0][0] if fn.next_functions else None
-    return False
-
-
-def node_name(fn) -> str:
-    """An autograd node's kind, less its version digits: "SigmoidBackward"."""
-    return type(fn).__name__.rstrip("0123456789")
-
-
-def activation_at(fn) -> tuple | None:
-    """(activation, size of the dimension it normalised) of the autograd node `fn` when it is
-    one of the activations told apart, else None."""
-    found = _ACTIVATIONS.get(node_name(fn))
-    if found is None:
-        return None
-    size = None
-    if found in ("softmax", "log_softmax"):
-        result, dim = fn._saved_result, fn._saved_dim
-        if dim >= 2 ** 63:      # (a negative dim comes back as an unsigned int64)
-            dim -= 2 ** 64
-        size = int(result.shape[dim]) if result.dim() else 1
-    return found, size

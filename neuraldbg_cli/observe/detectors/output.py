@@ -96,7 +96,7 @@ def _constant(f: dict, h, th):
 
 def _mismatched(f: dict, h, th):
     loss, act = f["loss_fn"], f["activation"]
-    if loss == "cross_entropy" and act in _PROBABILITIES:
+    if loss == "cross_entropy" and (act in _PROBABILITIES or _probability_rows(f, th)):
         return "mismatched", "probabilities_into_cross_entropy"
     if loss == "binary_cross_entropy_with_logits" and act in _PROBABILITIES:
         return "mismatched", "probabilities_into_bce_with_logits"
@@ -133,6 +133,14 @@ def _unreachable(f: dict, h, th):
     return None
 
 
+def _probability_rows(f: dict, th) -> bool:
+    """Every row read is a distribution: values in 0..1, each row summing to 1 (logits never
+    all do, whatever produced them)."""
+    gap = f.get("output_row_sum_gap")
+    return gap is not None and gap <= th.row_sum_tolerance and f["output_min"] >= 0.0 \
+        and f["output_max"] <= 1.0
+
+
 def _one_hot(f: dict) -> bool:
     """This call's sampled target rows are one-hot: values in 0..1, each row summing to 1
     with a 1 in it (so a single 1 and the rest 0)."""
@@ -143,7 +151,8 @@ def _one_hot(f: dict) -> bool:
 def _quoted(f: dict) -> dict:
     """The numbers a verdict quotes."""
     keys = ("loss_fn", "activation", "normalised", "units", "rows", "target", "output_min",
-            "output_max", "target_min", "target_max", "target_classes", "row_logsumexp_gap", "output_dtype")
+            "output_max", "target_min", "target_max", "target_classes", "row_logsumexp_gap",
+            "output_row_sum_gap", "output_dtype")
     out = {k: f[k] for k in keys if f.get(k) is not None}
     out["output_shape"], out["target_shape"] = list(f["output_shape"]), list(f["target_shape"])
     return out
