@@ -50,6 +50,9 @@ MISTAKES = {
                                          "mismatched", "log_of_non_probabilities"),
     "(N, 1) against (N,)": (lambda: _mlp(), lambda o: ((o - PRICES[:, 0]) ** 2).mean(),
                             "mismatched", "broadcast"),
+    "(N,) viewed as (N, 1) against (N,)": (
+        lambda: _mlp(), lambda o: ((o.view(-1).view(-1, 1) - PRICES[:, 0]) ** 2).mean(),
+        "mismatched", "broadcast"),
     "BCE on 0..255 targets": (lambda: _mlp(nn.Sigmoid()), lambda o: _bce(o, 255 * BINARY),
                               "unreachable", "targets_not_probabilities"),
 }
@@ -60,6 +63,13 @@ HEALTHY = {
     "cross-entropy by hand": (lambda: _mlp(out=2),
                               lambda o: -(ONE_HOT * torch.log_softmax(o, 1)).sum(1).mean()),
     "L1 on a tanh within its range": (lambda: _mlp(nn.Tanh()), lambda o: (o - BINARY).abs().mean()),
+    # CleanRL's PPO value loss: the (N, 1) output reshaped to the (N,) returns first
+    "MSE of the output viewed as (N,) against (N,) targets": (
+        lambda: _mlp(), lambda o: 0.5 * ((o.view(-1) - PRICES[:, 0] / 1000) ** 2).mean()),
+    "MSE of the output squeezed, targets first": (
+        lambda: _mlp(), lambda o: ((PRICES[:, 0] / 1000 - o.squeeze(1)) ** 2).mean()),
+    "MSE of one column of a wider output": (
+        lambda: _mlp(out=3), lambda o: ((o[:, 0] - PRICES[:, 0] / 1000) ** 2).mean()),
 }
 
 

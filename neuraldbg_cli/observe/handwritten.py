@@ -77,19 +77,20 @@ def read_handwritten(loss: torch.Tensor, out: torch.Tensor | None) -> LossCall |
 
 
 def _prediction(fn, out, target_fn):
-    """(prediction tensor, activation, normalised size) where the chain from the node `fn`
-    down its first inputs, through reshapes, meets the model's output or an activation (its
-    saved result is the prediction); else None."""
-    for _ in range(MAX_NODES):
+    """(prediction tensor, activation, normalised size, reshaped) where the chain from the
+    node `fn` down its first inputs, through reshapes, meets the model's output or an
+    activation (its saved result is the prediction); else None. reshaped: the chain passed
+    a reshape, so what the loss took has another shape than the prediction."""
+    for depth in range(MAX_NODES):
         if fn is None:
             return None
         if fn is target_fn:
             act, size = activation_of(out)
-            return out, act if act or node_name(fn) not in _LINEAR else "linear", size
+            return out, act if act or node_name(fn) not in _LINEAR else "linear", size, depth > 0
         found = activation_at(fn)
         if found is not None:
             result = getattr(fn, "_saved_result", None)
-            return (result, *found) if isinstance(result, torch.Tensor) else None
+            return (result, *found, depth > 0) if isinstance(result, torch.Tensor) else None
         if node_name(fn) not in _RESHAPES:
             return None
         fn = fn.next_functions[0][0] if fn.next_functions else None
@@ -110,7 +111,7 @@ def _log_of(log_fn, user, out, target_fn) -> LossCall | None:
     found = _prediction(fn, out, target_fn)
     if found is None or found[0].dim() == 0:
         return None
-    pred, act, size = found
+    pred, act, size, _ = found
     o = _rows(pred)
     target = _targets_of(user)
     if target is not None:
@@ -146,8 +147,13 @@ def _regression(sub_fn, user, out, target_fn) -> LossCall | None:
     found = _prediction(operands[0] if first else operands[1], out, target_fn)
     if found is None or found[0].dim() == 0:
         return None
-    pred, act, size = found
+    pred, act, size, reshaped = found
     pred, diff = pred.detach(), diff.detach()
+    if reshaped:    # (CleanRL's value loss: critic(x).view(-1) - returns)
+        if pred.numel() == diff.numel():
+            pred = pred.reshape(diff.shape)     # taken as the targets' shape: no broadcast
+        elif pred.numel() > diff.numel():
+            return None     # (a slice of the output, out[:, 0]: its targets are not known)
     y = pred - diff if first else diff + pred
     o, t = _rows(pred), rows_of(y, y.dim() - 1 if y.dim() >= 2 else None).float()
     return LossCall(loss, act if act != "linear" else None, size, _units(pred), int(o.shape[0]),
