@@ -93,20 +93,27 @@ def test_a_copy_is_found_however_the_calls_are_ordered():
 class Generator(nn.Module):
     """pytorch-GAN's generators: the image is the output Tanh's, viewed as (N, 1, 28, 28)."""
 
-    def __init__(self):
+    def __init__(self, returns: str = "view"):
         super().__init__()
+        self.returns = returns
         self.model = nn.Sequential(nn.Linear(16, 64), nn.LeakyReLU(0.2), nn.Linear(64, 784), nn.Tanh())
 
     def forward(self, z):
-        return self.model(z).view(z.shape[0], 1, 28, 28)
+        y = self.model(z)
+        if self.returns == "copy":      # (a detection head's permute, contiguous, view)
+            return y.view(-1, 28, 28, 1).permute(0, 3, 2, 1).contiguous().view(-1, 1, 28, 28)
+        image = y.view(z.shape[0], 1, 28, 28)
+        return (z.norm(dim=1), image) if self.returns == "second" else image   # (CapsNet's)
 
 
-def test_an_output_tanh_seen_through_a_view_is_the_output_layer(tmp_path):
+@pytest.mark.parametrize("returns", ["view", "copy", "second"])
+def test_an_output_tanh_seen_through_a_view_is_the_output_layer(tmp_path, returns):
     """Most pixels of MNIST are background: a generator's output Tanh learns to sit at -1
-    there. Its output reaches the loss as a view in image shape; it is still the model's
-    output layer, whose saturation is the aim, not a failure."""
+    there. Its output reaches the loss as a view in image shape, a copy in another layout, or
+    the second of the tensors returned; it is still the model's output layer, whose
+    saturation is the aim, not a failure."""
     torch.manual_seed(0)
-    g = Generator()
+    g = Generator(returns)
     with torch.no_grad():
         g.model[2].bias[:700] = -8.0        # 700 of 784 pixels: background
     target = -torch.ones(32, 1, 28, 28)
@@ -114,7 +121,8 @@ def test_an_output_tanh_seen_through_a_view_is_the_output_layer(tmp_path):
     trace = tmp_path / "t.jsonl"
     with NeuralDbg(trace=str(trace)):
         for _ in range(30):
-            loss = F.mse_loss(g(torch.randn(32, 16)), target)
+            out = g(torch.randn(32, 16))
+            loss = F.mse_loss(out[1] if returns == "second" else out, target)
             opt.zero_grad()
             loss.backward()
             opt.step()

@@ -51,6 +51,19 @@ def from_output(out: torch.Tensor, model_out) -> bool | None:
     return False
 
 
+def passed_through(t: torch.Tensor, fn) -> bool:
+    """Whether `t` is the result of the autograd node `fn`, passed through nothing but
+    reshapes and copies (at most _DEPTH of them)."""
+    node = t.grad_fn
+    for _ in range(_DEPTH):
+        if node is None or node_name(node) not in _PASS_THROUGH:
+            return False
+        node = node.next_functions[0][0] if node.next_functions else None
+        if node is fn:
+            return True
+    return False
+
+
 def node_name(fn) -> str:
     """An autograd node's kind, less its version digits: "SigmoidBackward"."""
     return type(fn).__name__.rstrip("0123456789")

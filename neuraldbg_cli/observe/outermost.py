@@ -4,6 +4,7 @@ class's)."""
 from __future__ import annotations
 
 import inspect
+import itertools
 import weakref
 
 import torch
@@ -11,6 +12,7 @@ from torch import nn
 
 from . import naming
 from .accumulator import first_tensor
+from .loss_graph import passed_through
 from .parametrized import is_parametrization
 from .transforms import transform_level
 
@@ -48,7 +50,7 @@ class OutermostHooks:
         if calls is not None and calls.call is None:
             calls.saw_output(first_tensor(output))      # (a hand-written loss may use it)
         last = self._last_leaf
-        if last is not None and not last[0].is_output and same_values(first_tensor(output), last[1]):
+        if last is not None and not last[0].is_output and returned(output, last[1]):
             # The model's own output layer: a sigmoid there saturating is a confident
             # prediction, the aim of training, not a failure.
             last[0].is_output = True
@@ -143,6 +145,25 @@ def mask_positions(module) -> frozenset:
         return frozenset()
     return frozenset(i for i, p in enumerate(params) if "mask" in p.name.lower()
                      and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD))
+
+
+def returned(output, y) -> bool:
+    """Whether the model's `output` (a tensor, or a tuple, list or dict of them: CapsNet's
+    (classes, reconstructions)) returns the last layer's output `y`, as itself, a view or a
+    copy in another layout (a detection head's `out.permute(...).contiguous().view(...)`)."""
+    if isinstance(output, _Tensor):
+        outs = (output,)
+    else:
+        items = output.values() if isinstance(output, dict) else output \
+            if isinstance(output, (tuple, list)) else ()
+        outs = [t for t in itertools.islice(items, _RETURNED) if isinstance(t, _Tensor)]
+    if any(same_values(t, y) for t in outs):
+        return True
+    fn = y.grad_fn
+    return fn is not None and any(passed_through(t, fn) for t in outs)
+
+
+_RETURNED = 8       # tensors of a returned tuple compared with the last layer's output
 
 
 def same_values(out, y) -> bool:
