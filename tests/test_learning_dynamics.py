@@ -449,7 +449,9 @@ class _Bottleneck(nn.Module):
     (lambda p: torch.optim.SGD(p, lr=0.05), True),
     # Adam's L2 decay is added to the gradient: its steps follow the decay, not the loss
     (lambda p: torch.optim.Adam(p, lr=1e-3, weight_decay=0.1), True),
-], ids=["adam", "adamw", "sgd", "adam-l2"])
+    # ... unless the decay is a sliver of the gradient (milesial's U-Net: RMSprop, 1e-8)
+    (lambda p: torch.optim.RMSprop(p, lr=1e-5, momentum=0.999, weight_decay=1e-8), False),
+], ids=["adam", "adamw", "sgd", "adam-l2", "rmsprop-tiny-l2"])
 def test_a_tiny_gradient_that_an_adaptive_optimizer_turns_into_full_steps_is_not_vanishing(
         tmp_path, hooks_clean, make, vanishing):
     """What a vanishing gradient harms is the layer's learning: a layer that Adam moves at

@@ -32,6 +32,7 @@ class StepJudge(OptimizerJudge):
         self.fault = fault                  # callable(what, error)
         self.readout = readout or Readout()
         self.growth = thresholds.residual.growth    # (a run of blocks: residual.py)
+        self.decay_share = thresholds.gradient.decay_share
         self.summaries = SummaryClock(thresholds.summary.every, thresholds.summary.points)
         self.loss_summaries = SummaryClock(thresholds.summary.loss_every,
                                            thresholds.summary.points)

@@ -19,12 +19,15 @@ class OptimizerJudge(Verdicts):
     """The part of the step end that judges gradients and updates (the base of
     `judge.StepJudge`)."""
 
+    decay_share = 0.1       # (StepJudge sets gradient.decay_share)
+
     def _judge_optimizers(self, grads: list, raw: list, done: list, recs: list, step: int,
                           loss, keep) -> float | None:
         """The step's GradBatches and UpdateBatches `grads`, their values in `raw` (to norm)
         and `done` (normed), in order; `keep`: the step's Summary or None. Returns the
         step's median update ratio (None: none moved)."""
         parts, moved, paces = [], [], {}    # (moved: the step's positive ratios)
+        pushes = {}     # layer record -> (its ratio, weight decay x ||W||): decay coupled
         for batch in grads:     # (each batch's share of the read; a vector brings its own)
             update = type(batch) is UpdateBatch
             if update and batch.vector:
@@ -34,13 +37,16 @@ class OptimizerJudge(Verdicts):
                 own = values[:k]
                 del values[:k]
             if update:
-                own = ratios(batch, own)
+                weights = {} if batch.decayed else None
+                own = ratios(batch, own, weights)
                 moved += [r for r in own.values() if r]
-                if not batch.decayed:
+                if weights is None:
                     paces.update(own)
+                else:
+                    pushes.update((rec, (own[rec], batch.decayed * w)) for rec, w in weights.items())
             parts.append((batch, own))
         middle = middle_of(moved)
-        pace = {"median_update": middle} if middle and paces else None
+        pace = {"median_update": middle} if middle and (paces or pushes) else None
         norms = {}
         for batch, own in parts:
             if type(batch) is UpdateBatch:     # (own: its ratios)
@@ -50,7 +56,8 @@ class OptimizerJudge(Verdicts):
                         if rec.on_update:
                             keep.add(rec, "update_ratio", ratio)
             else:
-                norms = self._judge_gradients(batch.groups, own, step, loss, paces, pace)
+                norms = self._judge_gradients(batch.groups, own, step, loss, paces, pace,
+                                              pushes)
                 if keep is not None:
                     for rec, norm in norms.items():
                         if rec.on_grad:
@@ -58,11 +65,14 @@ class OptimizerJudge(Verdicts):
         return middle
 
     def _judge_gradients(self, groups: list, values: list, step: int, loss=None, paces=None,
-                         pace=None) -> dict:
+                         pace=None, pushes=None) -> dict:
         """groups: [(layer record, positions of its parameters' norms in `values`: a slice,
         or a tuple where they are not side by side)]; `loss`: the step's, its scale;
         `paces`: layer record -> update ratio of the step, where the step follows the
-        gradient (no weight decay added to it); `pace`: the step's median update ratio."""
+        gradient (no weight decay added to it); `pace`: the step's median update ratio;
+        `pushes`: layer record -> (update ratio, weight decay x ||W||) where decay is added
+        to the gradient: the step follows the gradient where the decay is a small part of
+        it (milesial's U-Net: RMSprop's weight_decay of 1e-8)."""
         # a layer's norm from its parameters' norms: the square root of their sum of squares
         norms = [math.hypot(*(values[at] if type(at) is slice else [values[i] for i in at]))
                  for _, at in groups]
@@ -73,9 +83,13 @@ class OptimizerJudge(Verdicts):
         for (rec, _), norm in zip(groups, norms):
             out[rec] = norm
             if rec.on_grad:
+                ratio = paces.get(rec) if paces else None
+                if ratio is None and pushes and rec in pushes:
+                    ratio, push = pushes[rec]
+                    if not push <= self.decay_share * norm:    # (gradient.decay_share)
+                        ratio = None
                 x = _new(Observation, (rec.kind if rec.leaf else CONTAINER, None, None, None,
-                                       None, None, False, norm, top,
-                                       paces.get(rec) if paces else None, loss, pace))
+                                       None, None, False, norm, top, ratio, loss, pace))
                 self._observe(rec, rec.on_grad, x, step)
         return out
 

@@ -47,9 +47,10 @@ class UpdateBatch(NamedTuple):
     normed: bool = True  # (as GradBatch: its tensors are norms already)
     vector: bool = False  # (on the CPU: read with one tolist() at the step end)
     swapped: bool = False  # the weights' norms come first, then the updates' (the rows take turns)
-    # Weight decay is added to the gradient before the step (SGD, Adam, RMSprop with
-    # weight_decay): the step then moves the weights whatever the loss's gradient is.
-    decayed: bool = False
+    # The weight decay added to the gradient before the step (SGD, Adam, RMSprop with
+    # weight_decay; 0.0: none): the step may then move the weights whatever the loss's
+    # gradient is.
+    decayed: float = 0.0
 
 
 class _Watched(NamedTuple):
@@ -61,7 +62,7 @@ class _Watched(NamedTuple):
     rows: torch.Tensor | None   # (2 x views, longest): the halves below, one view per row
     halves: tuple       # (row 0, row 1) of the copies, made once
     latest: list        # [the row that holds the weights as the last step left them, or None]
-    decayed: bool = False   # coupled_decay(), as the layout was made
+    decayed: float = 0.0    # coupled_decay(), as the layout was made
 
 
 def sampled_view(p: torch.Tensor, sample: int) -> tuple | None:
@@ -196,23 +197,24 @@ def _key(owners: dict, params: list, sharded: bool) -> tuple:
     return (len(owners), *map(id, params), *map(_data_ptr, storages))
 
 
-def coupled_decay(opt) -> bool:
-    """Whether `opt` adds weight decay to the gradients it steps by: any group with a
-    weight_decay above 0, unless the optimizer decays the weights apart from the gradient
+def coupled_decay(opt) -> float:
+    """The largest weight decay `opt` adds to the gradients it steps by (0.0: none): a
+    group's weight_decay, unless the optimizer decays the weights apart from the gradient
     (AdamW, or Adam's `decoupled_weight_decay`). An optimizer this cannot tell counts as
     coupled. Read when the optimizer's parameters are laid out (a decay scheduled from 0
     later is seen once they are laid out again)."""
     decoupled = isinstance(opt, torch.optim.AdamW)
+    largest = 0.0
     for group in opt.param_groups:
         wd = group.get("weight_decay")
         if wd and not (decoupled or group.get("decoupled_weight_decay")):
-            return True
-    return False
+            largest = max(largest, float(wd))
+    return largest
 
 
-def ratios(batch: UpdateBatch, norms: list) -> dict:
+def ratios(batch: UpdateBatch, norms: list, weights: dict | None = None) -> dict:
     """{layer record: ||dW|| / ||W|| (None where its weights are all zero)} from the norms of
-    `batch.tensors`, in order."""
+    `batch.tensors`, in order; and into `weights`, where given, each layer's ||W||."""
     half = len(norms) // 2
     at_du, at_w = (half, 0) if batch.swapped else (0, half)
     out = {}
@@ -224,6 +226,8 @@ def ratios(batch: UpdateBatch, norms: list) -> dict:
             du.append(norms[at_du + i] ** 2 * s)
             w.append(norms[at_w + i] ** 2 * s)
         du, w = sum(du), sum(w)
+        if weights is not None:
+            weights[rec] = math.sqrt(w)
         if w <= 0 or du == 0 and rec.module_type in _SPARSE_ROWS:
             out[rec] = None
         else:
