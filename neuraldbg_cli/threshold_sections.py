@@ -67,6 +67,7 @@ class UpdateThresholds:
     """Per layer: the relative update ||dW|| / ||W|| of its parameters at each optimizer step,
     estimated from a fixed sample of each parameter's elements."""
     too_large: float = 0.3
+    min_values: int = 16
     warmup: int = 10
     frozen_steps: int = 3
     sample: int = 256

@@ -626,3 +626,28 @@ def test_a_backbone_left_out_of_a_head_only_optimizer_is_not_frozen(tmp_path, ho
     with NeuralDbg(trace=str(tmp_path / "t.jsonl")) as dbg:
         train(model, x, y, steps=12, opt=torch.optim.SGD(model[2].parameters(), lr=0.01))
     assert not dbg.failures(), dbg.failures()
+
+
+def test_a_prelu_slope_learning_its_way_to_zero_takes_no_step_too_large(tmp_path, hooks_clean):
+    """The data is relu(x . w): the PReLU's one slope learns its best value, 0, then hovers
+    there under SGD's noise, each step of ~1e-3 large beside the slope itself (ArcFace's
+    backbone failed "prelu too_large at step 70"). A few scalars' relative step is not a
+    learning rate too high; the Linear of 8 weights is not judged by it either."""
+    torch.manual_seed(0)
+    w = torch.randn(8)
+    x = torch.randn(4096, 8)
+    y = torch.relu(x @ w).unsqueeze(1) + 0.1 * torch.randn(4096, 1)
+    model = nn.Sequential(nn.Linear(8, 1), nn.PReLU(), nn.Linear(1, 1))
+    with torch.no_grad():
+        model[0].weight.copy_(0.5 * w.unsqueeze(0))
+        model[0].bias.zero_()
+    opt = torch.optim.SGD(model.parameters(), lr=0.05)
+    with NeuralDbg(trace=str(tmp_path / "t.jsonl")) as dbg:
+        for _ in range(200):
+            idx = torch.randint(0, 4096, (32,))
+            loss = F.mse_loss(model(x[idx]), y[idx])
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+    assert abs(model[1].weight.item()) < 0.05       # (the slope did reach 0)
+    assert not dbg.failures(), dbg.failures()

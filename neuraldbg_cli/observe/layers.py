@@ -53,7 +53,7 @@ class LayerRec:
     __slots__ = ("ref", "module_type", "kind", "leaf", "reads", "wants_input", "transparent",
                  "fallback_name", "acc", "is_output", "skip", "watching", "on_output", "on_grad",
                  "on_update", "on_norm", "norm", "in_optimizer", "site", "sites", "seen_in",
-                 "residual", "dtype")
+                 "residual", "dtype", "values")
 
     def __init__(self, module, kind: str, leaf: bool, watches: list, debounce: int,
                  hysteresis: Hysteresis = Hysteresis()):
@@ -82,6 +82,8 @@ class LayerRec:
         self.on_grad = [w for w, (_, n) in pairs if GRAD_NORM in n and PARAM_UPDATE not in n]
         self.on_update = [w for w, (_, n) in pairs if PARAM_UPDATE in n]
         self.on_norm = [w for w, (_, n) in pairs if NORM_STATS in n]
+        # its trainable values: the relative step of a few scalars says little (updates)
+        self.values = _values(module) if self.on_update else None
         # what the hooks read of a normalisation layer (observe/norms.py), or None
         self.norm = reading_for(module, self.reads) if self.on_norm else None
         self.in_optimizer = False       # some optimizer holds its parameters (updates.py)
@@ -96,3 +98,11 @@ class LayerRec:
         self.dtype = None               # its output's dtype (float16 under autocast, say)
         # a container with parameters of its own may be a residual block (observe/residual.py)
         self.residual = UNSEEN if module is not None and not leaf else None
+
+
+def _values(module) -> int | None:
+    """How many trainable values a layer holds itself (None: not known yet, a lazy module)."""
+    try:
+        return sum(p.numel() for p in own_parameters(module) if p.requires_grad)
+    except ValueError:      # (an uninitialised parameter has no size yet)
+        return None

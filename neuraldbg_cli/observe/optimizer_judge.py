@@ -109,8 +109,8 @@ class OptimizerJudge(Verdicts):
                 continue
             norm = norms.get(rec)
             facts = _NO_GRAD if norm is None and i < first else None
-            x = _new(Observation, (rec.kind, None, None, None, None, None, False, norm, None,
-                                   found.get(rec), None, facts))
+            x = _new(Observation, (rec.kind, None, None, None, None, rec.values, False, norm,
+                                   None, found.get(rec), None, facts))
             self._observe(rec, rec.on_update, x, step)
 
 

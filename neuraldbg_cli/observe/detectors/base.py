@@ -44,7 +44,7 @@ class Observation(NamedTuple):
     inactive: float | None = None
     input_dead: float | None = None
     saturated: float | None = None
-    units: int | None = None
+    units: int | None = None                    # (at an update: the layer's trainable values)
     is_output: bool = False                     # the model's own output layer
     grad_norm: float | None = None              # the layer's parameters together
     model_max_grad_norm: float | None = None    # the largest finite one of the optimizer's

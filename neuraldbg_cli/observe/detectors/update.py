@@ -51,7 +51,10 @@ class UpdateDetector(Detector):
             return "normal", {}
         if ratio == 0.0 and grad is not None and grad > 0 and history.still + 1 >= th.frozen_steps:
             return "frozen", {}
-        if ratio > th.too_large and history.steps >= th.warmup:
+        # (a PReLU's one slope, a policy's log-std: a few scalars near 0 make any step look
+        # large beside them, and a learning rate too high shows in the layers of many)
+        if ratio > th.too_large and history.steps >= th.warmup \
+                and (x.units is None or x.units >= th.min_values):
             return "too_large", {}
         return "normal", {}
 
