@@ -206,6 +206,91 @@ def test_a_run_that_trains_only_in_child_processes_says_nothing_was_observed(tmp
     assert "No training step was observed in this process" in out and "stayed normal" not in out
 
 
+CRASH_IN_FIRST_STEP = '''
+import torch
+from torch import nn
+
+net = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 4))
+opt = torch.optim.Adam(net.parameters(), lr=1e-3)
+out = net(torch.randn(32, 8))
+target = torch.randint(0, 4, (32, 2)).t()
+loss = nn.functional.cross_entropy(out.repeat(2, 1), target.view(-1))   # a transposed view: raises
+'''
+
+
+@pytest.mark.e2e
+def test_a_run_that_crashed_in_its_first_step_has_no_verdict(tmp_path, capsys):
+    """A script that fails after its first forward, before any backward() or optimizer step:
+    no step was observed, so the verdict is none, never "passed" with "every gradient
+    healthy" (no gradient was computed); the crash stays in view."""
+    script = tmp_path / "crash.py"
+    script.write_text(CRASH_IN_FIRST_STEP)
+    proc, events = run_neuraldbg(tmp_path, script)
+    assert proc.returncode == 1 and "RuntimeError: view size" in proc.stderr, proc.stderr[-2000:]
+    assert ("neuraldbg: no training step observed in this process (the run ended before its "
+            "first optimizer step)") in proc.stderr
+    assert run_end(events)["steps"] == 0 and transitions(events, layer="1")   # (its forward was seen)
+    assert main(["explain", str(tmp_path / "trace.jsonl")]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert "| 0 steps | failed (exit 1): RuntimeError: view size" in out
+    assert "Verdict: none, no training step was observed" in out
+    assert "No training step was completed: the run ended during its first step" in out
+    assert "Verdict: passed" not in out and "gradient healthy" not in out, out
+
+
+TORCH_FUNC_ENSEMBLE = '''
+import torch
+from torch import nn
+from torch.func import functional_call, grad_and_value, stack_module_state, vmap
+
+torch.manual_seed(0)
+x = torch.randn(64, 2)
+y = (x[:, 0] * x[:, 1] > 0).long()
+
+
+def mlp():
+    return nn.Sequential(nn.Linear(2, 16), nn.ReLU(), nn.Linear(16, 2))
+
+
+model = mlp()
+
+
+def loss_of(w):
+    return nn.functional.cross_entropy(functional_call(model, w, (x,)), y)
+
+
+def step(w):        # one SGD step written by hand: no torch.optim
+    g, loss = grad_and_value(loss_of)(w)
+    return loss, {k: w[k] - 0.2 * g[k] for k in w}
+
+
+ws, _ = stack_module_state([mlp() for _ in range(2)])
+for _ in range(20):
+    loss, ws = vmap(step)(ws)
+print("trained", loss.tolist())
+'''
+
+
+@pytest.mark.e2e
+def test_training_under_torch_func_says_the_transforms_are_why_no_step_was_observed(
+        tmp_path, capsys):
+    """functorch's parallel_train: a model ensemble trained under vmap and grad, its SGD step
+    written by hand. Calls inside a transform are not read, so no step is observed; the
+    summary line and explain name the transforms, not child processes."""
+    script = tmp_path / "ensemble.py"
+    script.write_text(TORCH_FUNC_ENSEMBLE)
+    proc, events = run_neuraldbg(tmp_path, script)
+    assert proc.returncode == 0 and "trained" in proc.stdout, proc.stderr[-2000:]
+    assert ("neuraldbg: no training step observed in this process (training under torch.func "
+            "transforms is not observed)") in proc.stderr
+    assert run_end(events)["steps"] == 0 and run_end(events)["torch_func"] is True
+    assert main(["explain", str(tmp_path / "trace.jsonl")]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert "Verdict: none, no training step was observed" in out
+    assert "the model was called under torch.func transforms (vmap, grad)" in out
+    assert "child processes" not in out, out
+
+
 def _outlier_batches(trace, every: int, steps: int) -> NeuralDbg:
     """A regression that converges, with one batch of shifted targets every `every` steps:
     each gives a one-step spike of the loss, after which the loss drops back."""

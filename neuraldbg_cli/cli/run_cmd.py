@@ -147,9 +147,12 @@ def _summary(session) -> None:
     seen = f" ({blips} blip{'s' * (blips != 1)}: failures that did not last)" if blips else ""
     if session.off is not None:     # (a clean verdict on steps nobody watched says nothing)
         seen += f"; monitoring was switched off at step {session.off[0]}: not observed from then on"
-    if not failures and steps == 0:
-        print(f"neuraldbg: no training step observed in this process (training in child "
-              f"processes is not observed){seen}; trace: {session.path}", file=sys.stderr)
+    if not failures and steps == 0:     # (why, as far as this process can tell)
+        why = ("the run ended before its first optimizer step" if session.transitions else
+               "training under torch.func transforms is not observed" if session.torch_func
+               else "training in child processes is not observed")
+        print(f"neuraldbg: no training step observed in this process ({why}){seen}; "
+              f"trace: {session.path}", file=sys.stderr)
         return
     if not failures:
         print(f"neuraldbg: {steps} steps, no failure detected{seen}; trace: {session.path}",

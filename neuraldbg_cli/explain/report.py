@@ -81,9 +81,10 @@ def unobserved(runs) -> list:
 
 def no_failure(runs) -> str:
     """What a report without hypotheses says: of every step, of the steps observed, or that
-    none was."""
+    none was (and why, as far as the trace tells)."""
     if _unobserved_run(runs):
-        return NO_STEP
+        return NO_STEP_ENDED if any(r.tracks for r in runs) else \
+            NO_STEP_TORCH_FUNC if any(r.torch_func for r in runs) else NO_STEP
     return ("No failure found in the steps observed." if any(r.off for r in runs) else
             "No failure found: every layer stayed normal and every gradient healthy.")
 
@@ -91,11 +92,17 @@ def no_failure(runs) -> str:
 NO_STEP = ("No training step was observed in this process: no optimizer step, and no forward "
            "with gradients (training in child processes, as torch.multiprocessing starts them, "
            "is not observed).")
+NO_STEP_ENDED = ("No training step was completed: the run ended during its first step, before "
+                 "the optimizer stepped; the forward seen until then showed no failure.")
+NO_STEP_TORCH_FUNC = ("No training step was observed in this process: the model was called under "
+                      "torch.func transforms (vmap, grad), and training there, updated without a "
+                      "torch.optim step, is not observed.")
 
 
 def _unobserved_run(runs) -> bool:
-    """A run that ended having observed no step at all: a clean verdict would say nothing."""
-    return all(r.steps == 0 and not r.tracks for r in runs)
+    """A run that ended having completed no step: a clean verdict would say nothing, even
+    where the forward of a first step was seen (a crash before its optimizer step)."""
+    return all(r.steps == 0 for r in runs)
 
 
 def evidence_lines(runs) -> list:

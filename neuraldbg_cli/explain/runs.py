@@ -92,6 +92,7 @@ class Run:
     curves: dict = field(default_factory=dict)  # layer -> [(step, rms)] from the summaries
     low: dict = field(default_factory=dict)     # layer -> "float16"/"bfloat16" it computed in
     off: dict | None = None     # {"step", "message"}: a fault switched monitoring off there
+    torch_func: bool = False    # run_end.torch_func: a model was called under vmap/grad, unread
 
     @property
     def last_step(self) -> int:
@@ -213,7 +214,7 @@ def digest(trace: Trace) -> Run:
         seen_step=seen, notes=notes, thresholds=_get(start, "thresholds", _dict, {}),
         observed=observed, shards=shards, classes=classes,
         ledger=ledger or Ledger(Rule()), stop=_get(end, "stop", _dict), capture=capture,
-        curves=curves, low=low, off=off)
+        curves=curves, low=low, off=off, torch_func=end.get("torch_func") is True)
 
 
 def _summary(e: dict, stats: dict, sharded: set, shards: dict, classes: dict,

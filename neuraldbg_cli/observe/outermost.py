@@ -32,10 +32,12 @@ class OutermostHooks:
         self._eval_call = False             # in an eval() call of a model not trained in eval()
         self.forwards = 0                   # outermost forwards so far (call sites, layers.py)
         self._input_in_kwargs = False       # the outermost call had no positional tensor
+        self.transformed = False            # a model was called inside a torch.func transform
 
     def _outermost_return(self, module, args, output, kwargs) -> None:
         if transform_level() is not None:   # (a model called inside vmap: its tensors are
-            return                          # the transform's, transforms.py)
+            self.transformed = True         # the transform's, transforms.py; run_end says
+            return                          # so, where no step was seen to say why)
         if self.evidence is not None:       # (a capture may need the step's inputs)
             self.evidence.saw_forward(module, args, kwargs)
         if self._input_in_kwargs:

@@ -149,6 +149,11 @@ class Session:
         """(step, why) when a fault switched monitoring off: nothing after it was observed."""
         return self.monitor.off if self.monitor is not None else self._off
 
+    @property
+    def torch_func(self) -> bool:
+        """A model was called inside a torch.func transform (vmap, grad), where it is not read."""
+        return self.monitor is not None and self.monitor.hooks.transformed
+
     def failures(self, states) -> list:
         """The onset transitions of the episodes that count (verdict.py) in any of `states`;
         a warning sign asked for by name (anomalous) counts at every transition into it."""
@@ -190,6 +195,7 @@ class Session:
                                "failures": self.ledger.total(self.steps, True),
                                "blips": self.blips(), "time": _now(),
                                **({"stop": stop.to_dict()} if stop is not None else {}),
-                               **({"unobserved_from": self.off[0]} if self.off else {})})
+                               **({"unobserved_from": self.off[0]} if self.off else {}),
+                               **({"torch_func": True} if self.torch_func else {})})
             self.writer.close()
         return self.exit_code
