@@ -56,6 +56,34 @@ def test_a_loss_against_a_target_network_is_not_judged_by_its_level(tmp_path, ta
     assert not failures(events)
 
 
+@pytest.mark.parametrize("act_rows,judged", [(1, False), (64, True)])
+def test_a_policy_acting_then_learning_from_its_rollouts_is_not_judged_by_its_level(
+        tmp_path, act_rows, judged):
+    """CleanRL's PPO: one agent acts, one observation at a time, under no_grad in training
+    mode, then learns from its rollout on minibatches; its value targets are the returns it
+    reaches, which grow as it improves (`diverging` at step 51 in a run whose return rose
+    from -70 to -7). Called under no_grad on batches as large as its training ones, the
+    model is validated, not acting: the same climb is a divergence."""
+    torch.manual_seed(0)
+    agent = nn.Sequential(nn.Linear(4, 32), nn.Tanh(), nn.Linear(32, 1))
+    opt = torch.optim.Adam(agent.parameters(), lr=1e-3)
+    s = torch.randn(64, 4)
+    trace = tmp_path / "t.jsonl"
+    with NeuralDbg(trace=str(trace)):
+        for iteration in range(15):
+            with torch.no_grad():
+                for _ in range(8):          # (the rollout)
+                    agent(torch.randn(act_rows, 4))
+            returns = (1.0 + iteration) * (1 + s[:, :1])    # (better returns each rollout)
+            for _ in range(8):
+                loss = 0.5 * ((agent(s).view(-1) - returns.view(-1)) ** 2).mean()
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+    states = [t["to"] for t in transitions(trace_events(trace), layer="(loss)")]
+    assert ("diverging" in states) == judged, states
+
+
 @pytest.mark.parametrize("targets", ["itself", "eval copy", "teacher"])
 def test_targets_not_from_a_copy_leave_the_loss_judged(tmp_path, targets):
     """The same climbing loss, its targets computed by the model itself under no_grad (a

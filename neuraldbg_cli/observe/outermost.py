@@ -72,8 +72,8 @@ class OutermostHooks:
         if isinstance(module, _Loss):
             return
         if not torch.is_grad_enabled():
-            if self.copies is not None and module.training:     # (a target network?)
-                self.copies.saw(module)
+            if self.copies is not None and module.training:     # (a target network? acting?)
+                self.copies.saw(module, _rows(args), self.clock.step)
             return
         if _graph_task() != -1:
             # Called during backward: gradient checkpointing running a block again. Not a
@@ -81,7 +81,7 @@ class OutermostHooks:
             return
         copies = self.copies
         if copies is not None and module.training and id(module) not in copies.training_ids:
-            copies.saw_frozen(module)       # (DINO's teacher: every parameter frozen)
+            copies.saw_frozen(module, _rows(args))  # (DINO's teacher: every parameter frozen)
         self.forwards += 1                  # (a new forward: call sites count from the first)
         if not module.training:
             self.eval_roots[id(module)] = weakref.ref(module)
@@ -132,6 +132,12 @@ class OutermostHooks:
                     self.touched.insert(0, inp)
                 else:
                     self.touched.append(inp)
+
+
+def _rows(args) -> int | None:
+    """The rows of a call's first argument, a batch (None: not a tensor with a batch)."""
+    x = args[0] if args else None
+    return x.shape[0] if isinstance(x, _Tensor) and x.dim() else None
 
 
 _masks: dict = {}   # module class -> mask_positions
