@@ -65,3 +65,55 @@ def test_dead_conv_channels_are_flagged_at_their_layer_and_step(tmp_path, make, 
     (tmp_path / "clean").mkdir()
     clean = run(tmp_path / "clean", model, first, kill=False)
     assert not [t for t in transitions(clean) if t["to"] in FAILURE_STATES], describe(clean)
+
+
+class Conv1dNet(nn.Module):
+    """Conv1d - nn.ReLU over (B, C, T), summed over time: the ReLU module's units are the
+    conv's 16 channels, not its T time positions."""
+
+    def __init__(self, bias: bool):
+        super().__init__()
+        self.conv = nn.Conv1d(4, 16, 3, padding=1, bias=bias)
+        self.act = nn.ReLU()
+        self.head = nn.Linear(16, 1)
+
+    def forward(self, x):
+        return self.head(self.act(self.conv(x)).sum(-1))
+
+
+# 8x16x100 outputs are held for the step end, 8x16x200 reduced at once (accumulator.py)
+@pytest.mark.parametrize("length", [100, 200])
+def test_a_relu_after_conv1d_over_padded_sequences_is_alive(tmp_path, length):
+    torch.manual_seed(0)
+    padded = torch.zeros(8, 4, length)
+    padded[:, :, :8] = torch.randn(8, 4, 8)     # a short signal, then zero padding: >90% of
+    model = Conv1dNet(bias=False)               # the time positions stay zero, no channel does
+    events = observed(tmp_path, model, lambda: train(model, padded, torch.randn(8, 1), 20))
+    assert not transitions(events, layer="act", to="dead"), describe(events)
+
+
+@pytest.mark.parametrize("length", [100, 200])
+def test_a_relu_after_conv1d_with_dead_channels_is_dead(tmp_path, length):
+    torch.manual_seed(0)
+    model = Conv1dNet(bias=True)
+    with torch.no_grad():
+        model.conv.bias[1:] = -100.0            # 15 of 16 channels never fire, at any position
+    x = torch.randn(8, 4, length) / 4
+    events = observed(tmp_path, model, lambda: train(model, x, torch.randn(8, 1), 20))
+    dead = transitions(events, layer="act", to="dead")
+    assert dead and dead[0]["step"] == 0, describe(events)
+    assert dead[0]["stats"]["units"] == 16, dead[0]
+    assert dead[0]["stats"]["dead_ratio"] == pytest.approx(15 / 16, abs=1e-3)
+
+
+def test_a_relu_after_a_linear_over_sequences_still_counts_features(tmp_path):
+    """Linear on (B, T, F) - nn.ReLU: the units stay the last dimension, the features."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(4, 16), nn.ReLU(), nn.Linear(16, 1))
+    with torch.no_grad():
+        model[0].bias[1:] = -100.0              # 15 of 16 features never fire
+    events = observed(tmp_path, model, lambda: train(model, torch.randn(8, 50, 4) / 4,
+                                                     torch.randn(8, 50, 1), 20))
+    dead = transitions(events, layer="1", to="dead")
+    assert dead and dead[0]["stats"]["units"] == 16, describe(events)
+    assert dead[0]["stats"]["dead_ratio"] == pytest.approx(15 / 16, abs=1e-3)

@@ -102,9 +102,10 @@ class Accumulator:
     __slots__ = ("kind", "mode", "channel_first", "defer_ok", "held", "norms", "numel", "units",
                  "usum", "usq", "per_unit", "inputs")
 
-    def __init__(self, kind: str = OTHER, channel_first: bool = False, mode=default_mode):
+    def __init__(self, kind: str = OTHER, channel_first: bool | None = False, mode=default_mode):
         """mode: the per-unit reduction the detectors asked for (UNITS, SQUASH or None); by
-        default the one the kind is judged by."""
+        default the one the kind is judged by. channel_first None: not known yet (read as
+        False), an activation's until its first call."""
         self.kind = kind
         self.mode = default_mode(kind) if mode is default_mode else mode
         self.channel_first = channel_first

@@ -158,11 +158,7 @@ class Hooks(OptimizerHooks, OutermostHooks):
                 return
             if rec.sites is not None and inside:    # an activation: at which of its places?
                 # (not in compiled code, which may show no outermost call to count forwards by)
-                forward = self.forwards
-                if rec.seen_in == forward:
-                    rec = self._site(rec, forward)
-                else:
-                    rec.seen_in = forward
+                rec = self._site(rec, self.forwards, args[0] if args else None)
             y = output if isinstance(output, _Tensor) else first_tensor(output)
             acc = rec.acc
             first = not acc.numel                       # the layer's first call this step
@@ -212,16 +208,17 @@ class Hooks(OptimizerHooks, OutermostHooks):
             rec.residual = None
             self._fault(f"residual reading of {type(module).__name__} switched off", e)
 
-    def _site(self, rec, forward: int):
-        """The record of this call's site: the first of `rec`'s not yet called in this
-        forward (the last one once MAX_SITES are made)."""
-        k = 1
-        while True:
-            site = self.registry.site(rec, k)
-            if site.seen_in != forward or k == MAX_SITES:
-                site.seen_in = forward
-                return site
+    def _site(self, rec, forward: int, x):
+        """The record of this call's site (input `x`): `rec` at its first call in this forward,
+        else the first of its sites not yet called in it (the last one once MAX_SITES are made)."""
+        site, k = rec, 0
+        while site.seen_in == forward and k < MAX_SITES:
             k += 1
+            site = self.registry.site(rec, k)
+        site.seen_in = forward
+        if site.acc.channel_first is None:      # the site's first call tells what its units are
+            site.acc.channel_first = _channel_first(x, self._last_leaf)
+        return site
 
     def disable(self, module, rec, error) -> None:
         """Switch off one layer after a fault in its monitoring."""
@@ -247,6 +244,14 @@ def may_pause(hooks) -> bool:
                                  or getattr(root, "_compiled_call_impl", None) is not None):
             return False
     return True
+
+
+def _channel_first(x, last) -> bool:
+    """Whether an activation's units are the channels of its input `x`: `x` is the very output
+    of the layer observed just before, itself read channel-first (a Conv1d's (B, C, T), or an
+    activation's after one). Else (a Linear's (B, T, F), a functional op's output) they are
+    its last dimension; a 4-D map is read channel-first whatever this tells."""
+    return last is not None and last[1] is x and last[0].acc.channel_first is True
 
 
 def _unseen_leaf(rec) -> bool:

@@ -72,7 +72,10 @@ class LayerRec:
         self.fallback_name = None
         mode = (UNITS if UNIT_ACTIVITY in needs and kind in UNIT_KINDS else
                 SQUASH if UNIT_SATURATION in needs and kind in SQUASH_KINDS else None)
-        self.acc = Accumulator(kind, isinstance(module, CHANNEL_FIRST), mode)
+        # An activation reads its units as the layer feeding it does (channels of a Conv1d's
+        # (B, C, T), features of a Linear's (B, T, F)): None until its first call tells (hooks.py)
+        self.acc = Accumulator(kind, True if isinstance(module, CHANNEL_FIRST) else
+                               None if mode is not None else False, mode)
         self.is_output = False
         # in the order of the registry; judged at the step end, or at the optimizer step
         self.watching = [Watch(d, d.history(), SignalTracker(debounce, d.signal.ok, *hysteresis))
