@@ -160,6 +160,31 @@ def test_a_contrastive_loss_whose_positive_is_always_class_0_is_not_one_class(tm
     assert verdict(found) == ("one_class", "one_class"), found
 
 
+def test_a_discriminator_given_real_and_fake_batches_in_calls_of_their_own_is_not_one_class(
+        tmp_path, hooks_clean):
+    """A GAN whose discriminator has two logits, trained with cross_entropy on real batches
+    (class 1) and fake ones (class 0) in separate calls: each call is one class, both are in
+    every step, and only a step's first call is read. With two optimizers, no one_class."""
+    torch.manual_seed(0)
+    g = nn.Sequential(nn.Linear(4, 32), nn.ReLU(), nn.Linear(32, 2))
+    d = nn.Sequential(nn.Linear(2, 32), nn.LeakyReLU(0.2), nn.Linear(32, 2))
+    opt_g, opt_d = (torch.optim.Adam(m.parameters(), 1e-3, betas=(0.5, 0.999)) for m in (g, d))
+    ones, zeros = torch.ones(64, dtype=torch.long), torch.zeros(64, dtype=torch.long)
+    with NeuralDbg(trace=str(tmp_path / "t.jsonl")) as dbg:
+        for _ in range(80):
+            real, fake = torch.randn(64, 2) * 0.3 + 2, g(torch.randn(64, 4))
+            loss_d = F.cross_entropy(d(real), ones) + F.cross_entropy(d(fake.detach()), zeros)
+            opt_d.zero_grad()
+            loss_d.backward()
+            opt_d.step()
+            loss_g = F.cross_entropy(d(fake), ones)
+            opt_g.zero_grad()
+            loss_g.backward()
+            opt_g.step()
+    found = [t for t in dbg.transitions if t["layer"] == "(output)"]
+    assert found and verdict(found) == ("normal", None), found
+
+
 def soft(y):
     return torch.softmax(torch.randn(N, 4), dim=1)
 

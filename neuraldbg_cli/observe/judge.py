@@ -162,6 +162,8 @@ class StepJudge(OptimizerJudge):
             x = _of_step(LOOP_KIND, None, _loop_facts(facts, first_grad))
             self._observe(reg.loop, reg.loop.on_output, x, step)
         if call is not None and reg.output.on_output:
+            if facts.several:       # (read steps only: a few dozen a doubling of the run)
+                call = {**call, "several": True}
             self._observe(reg.output, reg.output.on_output, _of_step(OUTPUT_KIND, None, call), step)
             if keep is not None and call.get("target_classes") is not None:
                 for key in ("target_classes", "units", "rows"):

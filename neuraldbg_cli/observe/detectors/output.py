@@ -59,9 +59,12 @@ class OutputDetector(Detector):
                 return found[0], {**_quoted(f), "why": found[1]}
         lo, hi = min(h.target_min, f["target_min"]), max(h.target_max, f["target_max"])
         steps = f["step"] - (f["step"] if h.first is None else h.first) + 1
-        # (not a contrastive loss's logits, whose positive is always class 0: no classifier's)
+        # (not a contrastive loss's logits, whose positive is always class 0: no classifier's;
+        # nor with several optimizers: a GAN's discriminator takes real and fake batches in
+        # calls of their own, each of one class, and only a step's first call is read)
         if f["loss_fn"] in CLASS_LOSSES and f["target"] == "index" and h.index and lo == hi \
-                and steps >= self.th.output.one_class_steps and f.get("from_model") is not False:
+                and steps >= self.th.output.one_class_steps and f.get("from_model") is not False \
+                and not f.get("several"):
             return "one_class", {**_quoted(f), "why": "one_class", "steps": steps}
         # (its numbers go with the first transition only: explain reads the targets' scale)
         return "normal", _quoted(f) if h.first is None else {}
