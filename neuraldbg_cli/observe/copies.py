@@ -102,7 +102,6 @@ class ModelCopies:
                 break
         return self.found
 
-
     def _acting(self) -> bool:
         """A trained model called without gradients on a small batch before its first step
         and again after it (the steps its rollouts feed)."""
