@@ -230,8 +230,7 @@ def test_a_run_that_crashed_in_its_first_step_has_no_verdict(tmp_path, capsys):
     assert ("neuraldbg: no training step observed in this process (the run ended before its "
             "first optimizer step)") in proc.stderr
     assert run_end(events)["steps"] == 0 and transitions(events, layer="1")   # (its forward was seen)
-    assert main(["explain", str(tmp_path / "trace.jsonl")]) == 0
-    out = " ".join(capsys.readouterr().out.split())
+    out = _explained(tmp_path, capsys)
     assert "| 0 steps | failed (exit 1): RuntimeError: view size" in out
     assert "Verdict: none, no training step was observed" in out
     assert "No training step was completed: the run ended during its first step" in out
@@ -284,11 +283,16 @@ def test_training_under_torch_func_says_the_transforms_are_why_no_step_was_obser
     assert ("neuraldbg: no training step observed in this process (training under torch.func "
             "transforms is not observed)") in proc.stderr
     assert run_end(events)["steps"] == 0 and run_end(events)["torch_func"] is True
-    assert main(["explain", str(tmp_path / "trace.jsonl")]) == 0
-    out = " ".join(capsys.readouterr().out.split())
+    out = _explained(tmp_path, capsys)
     assert "Verdict: none, no training step was observed" in out
     assert "the model was called under torch.func transforms (vmap, grad)" in out
     assert "child processes" not in out, out
+
+
+def _explained(tmp_path, capsys) -> str:
+    """What `neuraldbg explain` prints for the run's trace, its whitespace folded."""
+    assert main(["explain", str(tmp_path / "trace.jsonl")]) == 0
+    return " ".join(capsys.readouterr().out.split())
 
 
 def _outlier_batches(trace, every: int, steps: int) -> NeuralDbg:
