@@ -596,6 +596,43 @@ def test_gan_two_optimizers(tmp_path):
     assert len(hp) == 2
 
 
+@pytest.mark.parametrize("schedule,steps", [
+    ("delayed actor", 100),                 # (+2: the first handover, and the one back)
+    ("phases", 40),
+    ("delayed actor, then the actor alone", 100 + 30),
+])
+def test_two_optimizers_pace_the_steps_as_the_loop_does(tmp_path, schedule, steps):
+    """CleanRL's SAC steps its critic every iteration and its actor twice every other one:
+    the critic paces the steps (before: the pace passed back and forth, 4996 steps for 2499
+    iterations). Training in phases hands the pace over to the optimizer that goes on."""
+    critic, actor = nn.Linear(4, 1), nn.Linear(4, 1)
+    x = torch.randn(16, 4)
+
+    def step(opt, model):
+        loss = model(x).pow(2).mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+
+    def training():
+        q_opt = torch.optim.SGD(critic.parameters(), lr=1e-3)
+        a_opt = torch.optim.SGD(actor.parameters(), lr=1e-3)
+        if schedule == "phases":
+            for opt, model in ((q_opt, critic), (a_opt, actor)):
+                for _ in range(20):
+                    step(opt, model)
+            return
+        for i in range(100):
+            step(q_opt, critic)
+            for _ in range(2 if i % 2 == 0 else 0):
+                step(a_opt, actor)
+        for _ in range(30 if schedule.endswith("alone") else 0):
+            step(a_opt, actor)
+
+    dbg, _ = observe(tmp_path, None, training)
+    assert steps <= dbg.steps <= steps + 2, dbg.steps
+
+
 def test_very_deep_model(tmp_path):
     class Block(nn.Module):
         def __init__(self):

@@ -68,10 +68,10 @@ class OptimizerHooks:
         """Count a step of `opt`; True when its steps end the steps (optimizers.py)."""
         optim = self.clock.optim
         paces = optim.paces(opt)
-        if optim.merged:            # (training in phases: count the step merged at the handover)
-            optim.merged = False
-            self.clock.steps += 1
-            self.clock.step += 1
+        if optim.merged:            # (training in phases: count the steps merged at the handover)
+            self.clock.steps += optim.merged
+            self.clock.step += optim.merged
+            optim.merged = 0
         return paces
 
     def _after_update(self, opt, paces: bool) -> None:

@@ -15,6 +15,10 @@ _params = operator.itemgetter("params")
 _LR_CHANGE = 0.10         # relative learning-rate change that is written as an hparams event
 
 
+PHASE = 8   # steps of another optimizer within one of the pacer's: a new phase, once the
+#             two are known to interleave
+
+
 class GradBatch(NamedTuple):
     """One optimizer's gradients at one step, for the step end's one read."""
     tensors: list       # 0-d norms (normed) or the gradients themselves, to norm then
@@ -47,19 +51,28 @@ class OptimizerWatch:
         self._lrs: dict = {}              # id(optimizer) -> learning rates last written
         self._stamps: dict = {}           # id(optimizer) -> its learning rates as last seen
         self._cache: dict = {}            # id(optimizer) -> (weakref, parameter layout)
-        self.merged = False               # a new pacer's first step was merged into its second
+        self.merged = 0                   # a new pacer's steps merged into its last (counted)
+        self._previous = None             # weakref to the pacer before the present one
+        # Two pacers that handed over to each other and back step throughout (SAC's actor,
+        # stepped twice every other critic step): not phases. A handover then needs PHASE
+        # steps of the other within one of the pacer's.
+        self.interleaved = False
 
     def paces(self, opt) -> bool:
         """Count a step of `opt`; True when it is the optimizer whose steps end steps: the
         first one to step, or a new one once the old is gone or has stopped stepping
         (training in phases). With a GAN's two optimizers, the first sets the pace."""
         key = id(opt)
-        self._stepped[key] = self._stepped.get(key, 0) + 1
+        n = self._stepped[key] = self._stepped.get(key, 0) + 1
         primary = self.primary() if self.primary is not None else None
-        if primary is None or (primary is not opt and self._stepped[key] > 1):
-            # (taking over from one that stopped, the new one's first step was taken into
-            # this one: it is counted by the caller, `merged`)
-            self.merged = primary is not None and self._stepped[key] == 2
+        if primary is None or (primary is not opt and n > (PHASE if self.interleaved else 1)):
+            if primary is not None:
+                if self._previous is not None and self._previous() is opt:
+                    self.interleaved = True     # (handed back: the two interleave)
+                self._previous = weakref.ref(primary)
+                # (taking over from one that stopped, the new one's earlier steps were taken
+                # into this one: the caller counts them)
+                self.merged = n - 1
             self.primary, primary = weakref.ref(opt), opt
         return primary is opt
 
