@@ -468,6 +468,25 @@ def test_lazy_module_api(tmp_path):
     assert "0" in layers_seen(dbg)
 
 
+def test_lazy_convolutions_and_batchnorms_as_d2l_builds_them_stay_observed(tmp_path):
+    """d2l.ai builds its nets of LazyConv2d, LazyBatchNorm2d and LazyLinear and materialises
+    them with a dummy batch before training: every layer is watched, with no fault (before:
+    each BatchNorm's reading switched off at that first call, "weight scales unavailable")."""
+    x, y = torch.randn(64, 1, 8, 8), torch.randint(0, 2, (64,))
+    net = nn.Sequential(nn.LazyConv2d(8, 3, padding=1), nn.LazyBatchNorm2d(), nn.ReLU(),
+                        nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.LazyLinear(2))
+
+    def training():
+        net(x[:2])
+        train(net, x, None, steps=25, opt=torch.optim.SGD(net.parameters(), lr=0.1),
+              loss_of=lambda out: F.cross_entropy(out, y))
+
+    dbg, events = observe(tmp_path, None, training)
+    assert not [e for e in events if e["event"] == "warning"], \
+        [e for e in events if e["event"] == "warning"]
+    assert ("1", "norm") in {(t["layer"], t["signal"]) for t in dbg.transitions}
+
+
 @pytest.mark.e2e
 def test_lazy_module_cli(tmp_path):
     r, events = run_neuraldbg(tmp_path, SCRIPTS / "lazy_train.py")

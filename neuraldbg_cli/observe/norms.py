@@ -40,6 +40,7 @@ import math
 
 import torch
 from torch import nn
+from torch.nn.parameter import is_lazy
 
 _BATCHNORM = nn.modules.batchnorm._BatchNorm
 _STOCK_FORWARD = _BATCHNORM.forward
@@ -98,8 +99,11 @@ class BatchNormReading:
 
     def before(self, module) -> None:
         m = module.momentum
-        if m == 0 or module.running_mean is None or module.running_mean.dtype.is_complex:
-            self.old = None         # (a momentum of 0 never updates: nothing to learn)
+        # (a momentum of 0 never updates: nothing to learn; a lazy BatchNorm's statistics
+        # are made by its own pre-hook, which runs after this one, at its first call)
+        if m == 0 or module.running_mean is None or is_lazy(module.running_mean) \
+                or module.running_mean.dtype.is_complex:
+            self.old = None
             return
         self.old = torch.stack((module.running_mean, module.running_var))
 

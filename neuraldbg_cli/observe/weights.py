@@ -22,8 +22,9 @@ def first_sight(layers: list) -> None:
     found = []
     for i, (entry, module, kind) in enumerate(layers):
         w = getattr(module, "weight", None) if kind == PARAM else None
-        if not isinstance(w, torch.Tensor) or w.dim() < 2 or w.is_meta or w.numel() == 0 \
-                or not w.is_floating_point() or torch.nn.parameter.is_lazy(w):
+        # (a lazy module's weight before its first call has no shape to ask: tested first)
+        if not isinstance(w, torch.Tensor) or torch.nn.parameter.is_lazy(w) or w.dim() < 2 \
+                or w.is_meta or w.numel() == 0 or not w.is_floating_point():
             continue
         # An FSDP2 weight is a DTensor: its rms is told by this rank's shard, a sample of its
         # rows (no collective; the norm of the DTensor would be this rank's part of the
