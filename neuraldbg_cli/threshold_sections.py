@@ -86,6 +86,7 @@ class LossThresholds:
     stall_after: int = 100
     stall_fraction: float = 0.95
     moving_update: float = 1e-3
+    long_window: int = 100
 
 
 @dataclass(frozen=True)

@@ -225,6 +225,12 @@ def test_a_layer_frozen_by_a_rate_cut_to_nothing_is_the_learning_rate(tmp_path):
     t.tr(44, "net.0", "frozen", signal="update", grad_norm=0.3)
     top = explain(tmp_path, t.end(300)).hypotheses[0]
     assert (top.symptom, top.cause) == ("frozen", "training_loop")
+    # Hugging Face's linear schedule, from 0 up to 0.01 and down to 0, stepped past its end
+    t = TraceMaker(lr=0.0).lr(5, 0.01, 0.0).lr(60, 1e-3, 0.01).lr(100, 0.0, 1e-3)
+    t.tr(102, "net.0", "frozen", signal="update", grad_norm=0.3)
+    top = explain(tmp_path, t.end(106)).hypotheses[0]
+    assert (top.symptom, top.cause) == ("frozen", "learning_rate")
+    assert "cut from 0.01 to 0 by step 100" in top.summary
 
 
 @pytest.mark.parametrize("optimizer,decay,cause", [

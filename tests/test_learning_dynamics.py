@@ -651,3 +651,26 @@ def test_a_prelu_slope_learning_its_way_to_zero_takes_no_step_too_large(tmp_path
             opt.step()
     assert abs(model[1].weight.item()) < 0.05       # (the slope did reach 0)
     assert not dbg.failures(), dbg.failures()
+
+
+@pytest.mark.parametrize("drift", [False, True])
+def test_a_loss_of_one_sample_a_step_is_judged_on_a_long_window(tmp_path, hooks_clean, drift):
+    """The widely copied LSTM-on-airline-passengers loop trains on one window a step: each
+    step's loss is one sample's error, a quarter of them 3x the median by chance, and the
+    first five a poor start (it read `diverging` at step 10 and `spiking` most of the run,
+    while the mean loss fell every epoch). Judged on 100 steps, it passes; a loss whose level
+    really climbs (targets scaled up 4x over the run) still reads `diverging`."""
+    torch.manual_seed(0)
+    w = torch.randn(8, 1)
+    x = torch.randn(2000, 8)
+    model = nn.Sequential(nn.Linear(8, 16), nn.Tanh(), nn.Linear(16, 1))
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    with NeuralDbg(trace=str(tmp_path / "t.jsonl")) as dbg:
+        for i in range(400):
+            scale = 1 + 3 * i / 400 if drift else 1.0
+            loss = F.mse_loss(model(x[i:i + 1]), scale * x[i:i + 1] @ w)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+    found = {t["to"] for t in dbg.failures() if t["layer"] == "(loss)"}
+    assert found == ({"diverging"} if drift else set()), dbg.failures()

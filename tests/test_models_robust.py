@@ -468,6 +468,32 @@ def test_lazy_module_api(tmp_path):
     assert "0" in layers_seen(dbg)
 
 
+class _RelativeStep(torch.optim.Optimizer):
+    """A rate of its own and `lr=None` in its groups, as Hugging Face's Adafactor has with
+    `relative_step=True` (T5's documented setting)."""
+
+    def __init__(self, params):
+        super().__init__(params, {"lr": None})
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        for group in self.param_groups:
+            for p in group["params"]:
+                if p.grad is not None:
+                    p.add_(p.grad, alpha=-0.05)
+
+
+def test_an_optimizer_without_a_learning_rate_keeps_the_gradients_watched(tmp_path):
+    """lr None in its groups (before: "gradient monitoring switched off: TypeError" at the
+    first step, and a 12-layer sigmoid MLP's vanishing gradients went unreported)."""
+    model = nn.Sequential(nn.Linear(4, 16), nn.ReLU(), nn.Linear(16, 1))
+    x, y = torch.randn(16, 4), torch.randn(16, 1)
+    dbg, events = observe(tmp_path, None, lambda: train(model, x, y, 5, opt=_RelativeStep(
+        model.parameters())))
+    assert not [e for e in events if e["event"] == "warning"], events
+    assert {"0", "2"} <= {t["layer"] for t in dbg.transitions if t["signal"] == "gradient"}
+
+
 def test_lazy_convolutions_and_batchnorms_as_d2l_builds_them_stay_observed(tmp_path):
     """d2l.ai builds its nets of LazyConv2d, LazyBatchNorm2d and LazyLinear and materialises
     them with a dummy batch before training: every layer is watched, with no fault (before:

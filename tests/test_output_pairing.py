@@ -56,6 +56,7 @@ classes = torch.arange(N) % 4
 one_hot = F.one_hot(classes, 4).float()
 binary = (torch.arange(N) % 2).float().unsqueeze(1)
 prices = torch.linspace(12, 4310, N).unsqueeze(1)
+POS = torch.arange(0, N, 3)     # (a detector's positive anchors)
 
 BROKEN = {
     "softmax over one unit into BCELoss": (
@@ -215,6 +216,9 @@ HEALTHY = {
         [nn.Linear(16, 4)], lambda out, y: F.nll_loss(torch.log(torch.softmax(out, 1)), y),
         classes),
     "sigmoid into BCELoss on 0/1": ([nn.Linear(16, 1), nn.Sigmoid()], nn.BCELoss(), binary),
+    "BCE on one-hot classes of rows picked from the output (YOLOv5's class loss)": (
+        [nn.Linear(16, 4)], lambda out, y: F.binary_cross_entropy_with_logits(out[POS], y[POS]),
+        one_hot),
     "logits into BCEWithLogitsLoss, multi-label": (
         [nn.Linear(16, 4)], nn.BCEWithLogitsLoss(), (torch.rand(N, 4) > 0.5).float()),
     "a discriminator's targets all ones": (

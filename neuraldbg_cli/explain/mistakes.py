@@ -63,18 +63,22 @@ def _decayed(ep, ctx) -> Finding | None:
     """A layer frozen by a learning rate its schedule has cut to nothing: the steps became
     smaller than the weights' float precision (a per-epoch schedule stepped every batch)."""
     for seen in rates.by_optimizer(ctx.hparams(ep.run), ep.onset):
-        first, now = rates.peak(seen[0]["lr"]), rates.peak(seen[-1]["lr"])
+        # (from its highest: a warm-up may start at 0, as Hugging Face's linear schedule does)
+        top = max(seen, key=lambda h: rates.peak(h["lr"]))
+        first, now = rates.peak(top["lr"]), rates.peak(seen[-1]["lr"])
         if first > 0 and now <= first * DECAYED:
             name = seen[-1].get("optimizer", "the optimizer")
+            cuts = len(seen) - 1 - seen.index(top)
             return Finding("learning_rate", 0.9, f"the learning rate was cut from "
-                           f"{rates.shown(seen[0]['lr'])} to {rates.shown(seen[-1]['lr'])} by step "
+                           f"{rates.shown(top['lr'])} to {rates.shown(seen[-1]['lr'])} by step "
                            f"{seen[-1]['step']}: its steps no longer change the weights (a "
-                           "scheduler meant for epochs stepped every batch?)",
+                           "scheduler meant for epochs stepped every batch, or steps run past "
+                           "the schedule's end?)",
                            (f"{ep.layer}'s weights stopped changing at step {ep.onset} although "
                             f"its gradient is not zero",
-                            f"{name}'s learning rate fell from {rates.shown(seen[0]['lr'])} at "
-                            f"step {seen[0]['step']} to {rates.shown(seen[-1]['lr'])} at step "
-                            f"{seen[-1]['step']}, {len(seen) - 1} cuts"),
+                            f"{name}'s learning rate fell from {rates.shown(top['lr'])} at "
+                            f"step {top['step']} to {rates.shown(seen[-1]['lr'])} at step "
+                            f"{seen[-1]['step']}, {cuts} cuts"),
                            "Step the learning-rate scheduler once per epoch (after the batch "
                            "loop), or size its step_size/milestones in batches; keep the rate "
                            "within ~100x of its start while training.")

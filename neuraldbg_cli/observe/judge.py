@@ -207,6 +207,8 @@ def _loss_facts(facts, moved, call) -> dict | None:
     if facts.uneven:
         return _UNEVEN
     told = {} if moved is None else {"moved": moved}
+    if call is not None and call.get("rows") == 1:
+        told["one_row"] = True      # (one sample's error a step: a noisy loss)
     if call is not None and call.get("loss_fn") in REGRESSION_LOSSES:
         o = max(abs(call["output_min"]), abs(call["output_max"]))
         t = max(abs(call["target_min"]), abs(call["target_max"]))

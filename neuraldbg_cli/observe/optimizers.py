@@ -93,7 +93,8 @@ class OptimizerWatch:
             self._seen += 1
             self._lrs.pop(key, None)
             self._stamps.pop(key, None)
-        raw = [g["lr"] for g in opt.param_groups if "lr" in g]
+        # (Adafactor's relative step has lr None: its rate is its own, not told)
+        raw = [g["lr"] for g in opt.param_groups if g.get("lr") is not None]
         # A tensor learning rate (capturable and fused optimizers) is read only when it has
         # changed: reading one on a GPU would wait for the device at every step.
         stamp = [(id(v), v._version) if isinstance(v, torch.Tensor) else v for v in raw]

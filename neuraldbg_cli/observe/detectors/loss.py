@@ -9,6 +9,13 @@ model computes them: a DQN's target network, PPO's old policy; copies.py): there
 non-finite values are judged. A stall carries its why
 (`_why_stalled`): the layers' median update ratio, and with healthy updates, targets far
 beyond the output's scale, a smooth loss on a plateau, or a noisy flat one (no signal).
+
+A loss of one sample a step (a time series fed one window at a time) is one sample's error:
+its steps differ by orders of magnitude, and a quarter of them are 3x the median by chance.
+Once the loss call read is taken over one row, its levels are judged on `long_window` steps
+for the rest of the run (the start: the median of the first that many, the recent level: of
+the last that many), and a spike is one sample's error, not judged. (A loss whose steps
+merely differ widely is not taken for one: Adam at a rate too high makes one as well.)
 """
 from __future__ import annotations
 
@@ -26,9 +33,9 @@ _NEEDS = frozenset((LOSS,))
 
 class LossHistory:
     __slots__ = ("first", "start", "recent", "lowest", "steps", "levels", "moves", "jitter",
-                 "last", "scales")
+                 "last", "scales", "noisy", "early", "slow")
 
-    def __init__(self, window: int):
+    def __init__(self, window: int, long_window: int = 100):
         self.first: list = []               # the first losses, until the start is known
         self.start: float | None = None     # the starting level
         self.recent = RollingMedian(window)
@@ -39,12 +46,16 @@ class LossHistory:
         self.jitter = RollingMedian(window) # |loss - the last| / the last: batch-to-batch noise
         self.last: float | None = None
         self.scales = None                  # (output, targets) of a regression, last read
+        self.noisy = False                  # one sample's error a step: judged on the long
+        self.early: list = []               # window: its first values (the start),
+        self.slow = RollingMedian(long_window)  # and its last
 
 
 class LossDetector(Detector):
     """The pseudo-layer (loss). facts: "several": more than one optimizer stepped;
     "moving_targets": a copy of a trained model ran without gradients; "uneven": the steps
-    hold a number of forwards that changes on most steps (an episode's, uneven.py)."""
+    hold a number of forwards that changes on most steps (an episode's, uneven.py);
+    "one_row": the loss call read was taken over one row (a batch of one sample)."""
 
     signal = states.LOSS
 
@@ -52,7 +63,7 @@ class LossDetector(Detector):
         return _NEEDS if module is None and kind == LOSS_KIND else NOTHING
 
     def history(self) -> LossHistory:
-        return LossHistory(self.th.loss.window)
+        return LossHistory(self.th.loss.window, self.th.loss.long_window)
 
     def judge(self, x: Observation, h: LossHistory) -> tuple:
         loss, th = x.loss, self.th.loss
@@ -65,10 +76,17 @@ class LossDetector(Detector):
                 x.facts.get("several") or x.facts.get("moving_targets") or x.facts.get("uneven"))) \
                 or h.recent.size < th.start_steps:
             return "normal", {}
-        recent = h.recent.median()
+        if h.noisy:
+            if len(h.early) < th.long_window:
+                return "normal", {}
+            start, recent = median(h.early), h.slow.median()
+            if start <= 0:
+                return "normal", {}
+        else:
+            recent = h.recent.median()
         if recent > th.diverging_factor * start and h.recent.size >= th.window // 2:
             return "diverging", {"loss_median": recent, "loss_start": start}
-        if loss > th.spike_factor * recent and loss > start:
+        if loss > th.spike_factor * recent and loss > start and not h.noisy:
             said = {"urgent": True, "loss_median": recent, "loss_start": start}
             if h.moves.size:    # (the pace of the weights: a rate too high, or a bad batch)
                 said["update_median"] = h.moves.median()
@@ -89,6 +107,8 @@ class LossDetector(Detector):
                 h.levels = False
             if "moved" in facts:
                 h.moves.append(facts["moved"])
+            if facts.get("one_row"):
+                h.noisy = True      # (a loss of one row: one sample's error)
             h.scales = facts.get("scales", h.scales)
         if h.last is not None and h.last > 0:
             h.jitter.append(abs(loss - h.last) / h.last)
@@ -96,6 +116,9 @@ class LossDetector(Detector):
         if loss < 0:
             h.levels = False
         h.recent.append(loss)
+        h.slow.append(loss)
+        if len(h.early) < self.th.loss.long_window:
+            h.early.append(loss)
         if h.start is None:
             h.first.append(loss)
             if len(h.first) == self.th.loss.start_steps:

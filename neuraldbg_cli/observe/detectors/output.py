@@ -118,7 +118,9 @@ def _mismatched(f: dict, h, th):
         return "mismatched", "broadcast"
     if loss == "l1_loss" and f["units"] >= 2 and _one_hot(f):
         return "mismatched", "regression_loss_on_classes"
-    if loss in BCE_LOSSES and f["units"] >= 3 and h.one_hot and _one_hot(f):
+    # (not on logits picked from the output: YOLOv5's class loss on its positive anchors)
+    if loss in BCE_LOSSES and f["units"] >= 3 and h.one_hot and _one_hot(f) \
+            and f.get("from_model") is not False:
         return "mismatched", "exclusive_classes"
     return None
 
