@@ -69,33 +69,35 @@ def test_dead_conv_channels_are_flagged_at_their_layer_and_step(tmp_path, make, 
 
 class Conv1dNet(nn.Module):
     """Conv1d - nn.ReLU over (B, C, T), summed over time: the ReLU module's units are the
-    conv's 16 channels, not its T time positions."""
+    conv's 16 channels, not its T time positions; so too with a Dropout between them."""
 
-    def __init__(self, bias: bool):
+    def __init__(self, bias: bool, dropout: bool = False):
         super().__init__()
         self.conv = nn.Conv1d(4, 16, 3, padding=1, bias=bias)
+        self.drop = nn.Dropout(0.1) if dropout else None
         self.act = nn.ReLU()
         self.head = nn.Linear(16, 1)
 
     def forward(self, x):
-        return self.head(self.act(self.conv(x)).sum(-1))
+        y = self.conv(x)
+        return self.head(self.act(y if self.drop is None else self.drop(y)).sum(-1))
 
 
 # 8x16x100 outputs are held for the step end, 8x16x200 reduced at once (accumulator.py)
-@pytest.mark.parametrize("length", [100, 200])
-def test_a_relu_after_conv1d_over_padded_sequences_is_alive(tmp_path, length):
+@pytest.mark.parametrize("length, dropout", [(100, False), (200, False), (200, True)])
+def test_a_relu_after_conv1d_over_padded_sequences_is_alive(tmp_path, length, dropout):
     torch.manual_seed(0)
     padded = torch.zeros(8, 4, length)
     padded[:, :, :8] = torch.randn(8, 4, 8)     # a short signal, then zero padding: >90% of
-    model = Conv1dNet(bias=False)               # the time positions stay zero, no channel does
+    model = Conv1dNet(False, dropout)           # the time positions stay zero, no channel does
     events = observed(tmp_path, model, lambda: train(model, padded, torch.randn(8, 1), 20))
     assert not transitions(events, layer="act", to="dead"), describe(events)
 
 
-@pytest.mark.parametrize("length", [100, 200])
-def test_a_relu_after_conv1d_with_dead_channels_is_dead(tmp_path, length):
+@pytest.mark.parametrize("length, dropout", [(100, False), (200, False), (200, True)])
+def test_a_relu_after_conv1d_with_dead_channels_is_dead(tmp_path, length, dropout):
     torch.manual_seed(0)
-    model = Conv1dNet(bias=True)
+    model = Conv1dNet(True, dropout)
     with torch.no_grad():
         model.conv.bias[1:] = -100.0            # 15 of 16 channels never fire, at any position
     x = torch.randn(8, 4, length) / 4

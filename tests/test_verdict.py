@@ -211,7 +211,7 @@ import torch
 from torch import nn
 
 net = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 4))
-opt = torch.optim.Adam(net.parameters(), lr=1e-3)
+OPTIMIZER
 out = net(torch.randn(32, 8))
 target = torch.randint(0, 4, (32, 2)).t()
 loss = nn.functional.cross_entropy(out.repeat(2, 1), target.view(-1))   # a transposed view: raises
@@ -219,16 +219,19 @@ loss = nn.functional.cross_entropy(out.repeat(2, 1), target.view(-1))   # a tran
 
 
 @pytest.mark.e2e
-def test_a_run_that_crashed_in_its_first_step_has_no_verdict(tmp_path, capsys):
+@pytest.mark.parametrize("optimizer", ["opt = torch.optim.Adam(net.parameters(), lr=1e-3)",
+                                       "# (updated by hand: no optimizer)"])
+def test_a_run_that_crashed_in_its_first_step_has_no_verdict(tmp_path, capsys, optimizer):
     """A script that fails after its first forward, before any backward() or optimizer step:
     no step was observed, so the verdict is none, never "passed" with "every gradient
-    healthy" (no gradient was computed); the crash stays in view."""
+    healthy" (no gradient was computed); the crash stays in view. Without an optimizer too,
+    where each forward would otherwise be a step."""
     script = tmp_path / "crash.py"
-    script.write_text(CRASH_IN_FIRST_STEP)
+    script.write_text(CRASH_IN_FIRST_STEP.replace("OPTIMIZER", optimizer))
     proc, events = run_neuraldbg(tmp_path, script)
     assert proc.returncode == 1 and "RuntimeError: view size" in proc.stderr, proc.stderr[-2000:]
     assert ("neuraldbg: no training step observed in this process (the run ended before its "
-            "first optimizer step)") in proc.stderr
+            "first step was completed)") in proc.stderr
     assert run_end(events)["steps"] == 0 and transitions(events, layer="1")   # (its forward was seen)
     out = _explained(tmp_path, capsys)
     assert "| 0 steps | failed (exit 1): RuntimeError: view size" in out

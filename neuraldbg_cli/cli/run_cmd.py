@@ -148,7 +148,7 @@ def _summary(session) -> None:
     if session.off is not None:     # (a clean verdict on steps nobody watched says nothing)
         seen += f"; monitoring was switched off at step {session.off[0]}: not observed from then on"
     if not failures and steps == 0:     # (why, as far as this process can tell)
-        why = ("the run ended before its first optimizer step" if session.transitions else
+        why = ("the run ended before its first step was completed" if session.transitions else
                "training under torch.func transforms is not observed" if session.torch_func
                else "training in child processes is not observed")
         print(f"neuraldbg: no training step observed in this process ({why}){seen}; "

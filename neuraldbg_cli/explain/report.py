@@ -93,7 +93,7 @@ NO_STEP = ("No training step was observed in this process: no optimizer step, an
            "with gradients (training in child processes, as torch.multiprocessing starts them, "
            "is not observed).")
 NO_STEP_ENDED = ("No training step was completed: the run ended during its first step, before "
-                 "the optimizer stepped; the forward seen until then showed no failure.")
+                 "its update; the forward seen until then showed no failure.")
 NO_STEP_TORCH_FUNC = ("No training step was observed in this process: the model was called under "
                       "torch.func transforms (vmap, grad), and training there, updated without a "
                       "torch.optim step, is not observed.")

@@ -155,6 +155,8 @@ class Hooks(OptimizerHooks, OutermostHooks):
             if not rec.leaf and eager and rec.residual is not None:    # (a container)
                 self._residual(module, rec, args, output)
             if not rec.reads:               # skipped, or nothing read from its outputs
+                if rec.transparent and eager:
+                    self._pass_on(args, output)
                 return
             if rec.sites is not None and inside:    # an activation: at which of its places?
                 # (not in compiled code, which may show no outermost call to count forwards by)
@@ -189,6 +191,14 @@ class Hooks(OptimizerHooks, OutermostHooks):
                 and isinstance(x, _Tensor) and x.requires_grad and x.is_floating_point():
             acc.add_input(x)
             self.inputs_checked = True
+
+    def _pass_on(self, args, output) -> None:
+        """A Dropout (or Identity) not read itself, fed the very output of the layer observed
+        just before: its output stands for that layer's, so that an activation after it
+        (Conv1d -> Dropout -> ReLU) counts the conv's channels as its units."""
+        last = self._last_leaf
+        if last is not None and args and args[0] is last[1] and isinstance(output, _Tensor):
+            self._last_leaf = (last[0], output)
 
     def _residual(self, module, rec, args, output) -> None:
         """A container's call in training: a residual block's branch and skip, its first

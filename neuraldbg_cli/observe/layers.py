@@ -28,7 +28,7 @@ MAX_SITES = 16      # call sites per module; later calls of a forward share the 
 class Skipped:
     """Registry entry of a module that is not observed (a wrapper, a loss, a container)."""
 
-    __slots__ = ("ref", "residual")
+    __slots__ = ("ref", "residual", "transparent")
     skip = True
     leaf = False
     reads = False           # nothing read from its outputs
@@ -37,6 +37,7 @@ class Skipped:
     def __init__(self, module):
         self.ref = weakref.ref(module)
         self.residual = UNSEEN          # a container: a residual block? (observe/residual.py)
+        self.transparent = isinstance(module, TRANSPARENT)  # (a Dropout: hooks.py's _pass_on)
 
 
 class Watch(NamedTuple):

@@ -114,6 +114,11 @@ class Monitor:
         self.clock.pending_end = True
         return True
 
+    def _backward_seen(self) -> bool:
+        """Whether backward() ran in the step in progress (True where it is not watched)."""
+        backward = self.backward
+        return backward is None or not backward.active or backward.backwards > 0
+
     def _end_bare_step(self) -> None:
         hooks = self.hooks
         hooks.paced, hooks.renewed = True, self.backward.renewed_leaf()
@@ -140,9 +145,11 @@ class Monitor:
         hooks = self.hooks
         if hooks.active and self.clock.pending_end and self._bare():
             self._end_bare_step()           # (the last backward of bare tensors)
-        elif hooks.active and self.clock.pending_end:
+        elif hooks.active and self.clock.pending_end and (completed or self._backward_seen()):
             self.end_step_safely()          # (the last forward of a script without optimizer)
-        elif hooks.active and (hooks.touched or hooks.grads):
+        elif hooks.active and (hooks.touched or hooks.grads or self.clock.pending_end):
+            # (a crash before the step's backward: its forward is no step of a script
+            # without an optimizer either)
             self.end_step_safely(complete=False)
         if hooks.active:    # (the steps still being read; a run that never stepped)
             self._guarded(self.judge.drain)
