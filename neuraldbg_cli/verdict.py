@@ -10,7 +10,9 @@ transition as it happened; only episodes that *last* fail the run:
   `recurring` times within `recurring_within` observed steps (a loss that keeps spiking, a
   layer that keeps dying; not a converged, noisy loss with a spike every thousand steps);
 - a state named in `at_end` (a stalled loss: a slow start that learns later is no failure)
-  counts only while it still holds when the run ends;
+  counts only while it still holds when the run ends; so does a layer frozen while its
+  optimizer's every learning rate is 0 (`rate_zero`: a warm-up from 0 changes nothing at
+  first, a rate of 0 for good never does);
 - an episode whose transition says `no_signal` (a loss that stays flat while the weights move
   at a healthy pace: targets the model cannot learn from) is a finding, never a failure.
 
@@ -67,7 +69,7 @@ class Rule:
             return False
         if state in AT_ONCE or open_ and ended:
             return True
-        if state in self.at_end:
+        if state in self.at_end or isinstance(stats, dict) and stats.get("rate_zero") is True:
             return False
         return held >= self.hold_steps * self.every or nth >= self.recurring
 

@@ -11,12 +11,14 @@ from torch.nn import functional as F
 from conftest import trace_events, train
 from neuraldbg_cli import NeuralDbg
 from neuraldbg_cli.errors import InputError
+from neuraldbg_cli.explain.analysis import analyze
 from neuraldbg_cli.observe.detectors.base import Observation
 from neuraldbg_cli.observe.detectors.loss import LossDetector
 from neuraldbg_cli.observe.detectors.update import UpdateDetector
 from neuraldbg_cli.observe.kinds import LOSS_KIND, PARAM
 from neuraldbg_cli.observe.updates import UpdateSampler, ratios
 from neuraldbg_cli.thresholds import Thresholds
+from neuraldbg_cli.trace import read_trace
 
 TH = Thresholds()
 
@@ -271,6 +273,30 @@ def test_a_layer_added_after_the_optimizer_is_frozen(tmp_path, hooks_clean):
     found = {(t["layer"], t["signal"], t["to"]) for t in dbg.failures()}
     assert ("2", "update", "frozen") in found, dbg.transitions
     assert {layer for layer, _, _ in found} == {"2"}
+
+
+@pytest.mark.parametrize("warmup", [True, False])
+def test_a_warm_up_from_a_rate_of_0_is_no_failure_and_a_rate_of_0_for_good_is(tmp_path, hooks_clean,
+                                                                               warmup):
+    """ViT-CIFAR's GradualWarmupScheduler from 0, stepped per epoch: the whole first epoch at a
+    learning rate of 0 leaves every layer unchanged for 16 steps, a blip the rate explains;
+    the same schedule held at 0 for good never trains: a failure, the learning rate's."""
+    torch.manual_seed(0)
+    model, x, y = _mlp(), torch.randn(64, 8), torch.randn(64, 1)
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda epoch: min(1.0, epoch) if warmup else 0.0)
+    trace = tmp_path / "t.jsonl"
+    with NeuralDbg(trace=str(trace)) as dbg:
+        for _ in range(4):
+            train(model, x, y, steps=16, opt=opt)
+            sched.step()
+    frozen = [t for t in dbg.transitions if t["to"] == "frozen"]
+    assert {t["layer"] for t in frozen} == {"0", "2"} and frozen[0]["step"] == 2, dbg.transitions
+    assert all(t["stats"]["rate_zero"] is True for t in frozen)
+    assert bool(dbg.failures()) is not warmup, dbg.failures()
+    top = analyze([read_trace(trace)]).hypotheses[0]
+    assert (top.symptom, top.cause) == ("frozen", "learning_rate"), top
+    assert ("a warm-up from 0" if warmup else "the learning rate is 0") in top.summary
 
 
 def test_a_generator_whose_optimizer_has_not_stepped_yet_is_held_by_it(tmp_path, hooks_clean):

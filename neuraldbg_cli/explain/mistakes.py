@@ -47,6 +47,8 @@ def loop_mistake(ep, ctx):
         decayed = _decayed(ep, ctx)
         if decayed is not None:
             return decayed
+        if ep.stats.get("rate_zero") is True:
+            return _rate_zero(ep, ctx)
         return _finding(ep, 0.9, "its parameters get gradients but the optimizer never changes "
                         "them (a learning rate of 0?)",
                         f"{ep.layer}'s weights did not change from step {ep.onset} although its "
@@ -86,6 +88,29 @@ def _decayed(ep, ctx) -> Finding | None:
 
 
 DECAYED = 1e-3      # a rate cut this far below its start: no longer a schedule's annealing
+
+
+def _rate_zero(ep, ctx) -> Finding:
+    """A layer frozen while its optimizer's every learning rate was 0, never higher before:
+    a warm-up from 0 (the steps change nothing until the rate rises), or a rate of 0 for
+    good (the layer never learns)."""
+    later = [h for h in ctx.hparams(ep.run) if h["step"] > ep.onset and rates.peak(h["lr"]) > 0]
+    if ep.end is not None and later:
+        rose = later[0]
+        return Finding("learning_rate", 0.6, f"the learning rate was 0 until step {rose['step']} "
+                       f"(a warm-up from 0): the steps before it change no weight",
+                       (f"{ep.layer}'s weights did not change from step {ep.onset} to step "
+                        f"{ep.end} although its gradient is not zero",
+                        f"the learning rate rose from 0 to {rates.shown(rose['lr'])} at step "
+                        f"{rose['step']}"),
+                       "Nothing to fix if the warm-up is meant to start at 0; a warm-up from a "
+                       "small rate (or one stepped per batch) lets the first steps learn.")
+    return Finding("learning_rate", 0.9, "the learning rate is 0: the optimizer's steps "
+                   "change no weight",
+                   (f"{ep.layer}'s weights did not change from step {ep.onset} although its "
+                    "gradient is not zero, at a learning rate of 0",),
+                   "Give the optimizer a learning rate above 0 (a schedule's factor, or a "
+                   "warm-up, may hold it at 0).")
 
 
 def _finding(ep, strength: float, why: str, line: str) -> Finding:

@@ -78,7 +78,7 @@ class OptimizerHooks:
         """The sampled update of the step just taken; at the pacing step, the reset check."""
         try:
             if self.updates is not None:
-                update = self.updates.after(opt)
+                update = self.updates.after(opt, self.clock.optim.rate_zero(opt))
                 if update is not None and not self.grads_off:
                     self.grads.append(update)
             if paces:

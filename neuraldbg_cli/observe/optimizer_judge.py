@@ -13,6 +13,7 @@ from .verdicts import Verdicts
 # A NamedTuple's own __new__ is a Python function; tuple.__new__ builds the same record in C.
 _new = tuple.__new__
 _NO_GRAD = {"no_grad": True}
+_RATE_ZERO = {"rate_zero": True}    # (its optimizer's every learning rate is 0)
 
 
 class OptimizerJudge(Verdicts):
@@ -108,7 +109,8 @@ class OptimizerJudge(Verdicts):
             if not rec.on_update or (rec not in touched and not norms.get(rec)):
                 continue
             norm = norms.get(rec)
-            facts = _NO_GRAD if norm is None and i < first else None
+            facts = _NO_GRAD if norm is None and i < first else \
+                _RATE_ZERO if batch.rate_zero else None
             x = _new(Observation, (rec.kind, None, None, None, None, rec.values, False, norm,
                                    None, found.get(rec), None, facts))
             self._observe(rec, rec.on_update, x, step)

@@ -120,6 +120,12 @@ class OptimizerWatch:
                     event[k] = list(v) if isinstance(v, tuple) else v
         self.emit(event)
 
+    def rate_zero(self, opt) -> bool:
+        """Whether every learning rate of `opt` was 0 when last recorded (record_hparams
+        writes any move from or to 0): a warm-up from 0, or a rate of 0 for good."""
+        lrs = self._lrs.get(id(opt))
+        return bool(lrs) and not any(lrs)
+
     def grad_norms(self, opt, owners: dict, raw: bool = False) -> GradBatch | None:
         """A GradBatch for the parameters of `opt` that have a gradient and belong to an
         observed layer: the tensors are their gradients' norms (0-d, on the device; normed

@@ -51,6 +51,8 @@ class UpdateBatch(NamedTuple):
     # weight_decay; 0.0: none): the step may then move the weights whatever the loss's
     # gradient is.
     decayed: float = 0.0
+    # Every learning rate of the optimizer 0 at this step: its weights are meant to stay.
+    rate_zero: bool = False
 
 
 class _Watched(NamedTuple):
@@ -105,8 +107,9 @@ class UpdateSampler:
         torch._foreach_copy_(watched.buffers[0], watched.views)
         self._before[id(opt)] = 0
 
-    def after(self, opt) -> UpdateBatch | None:
-        """The sampled update of the step `opt` just took (None: no copy was taken)."""
+    def after(self, opt, rate_zero: bool = False) -> UpdateBatch | None:
+        """The sampled update of the step `opt` just took (None: no copy was taken);
+        `rate_zero`: every learning rate of `opt` is 0 (UpdateBatch.rate_zero)."""
         row = self._before.pop(id(opt), None)
         entry = self._watched.get(id(opt))
         if row is None or entry is None or entry[0]() is not opt:
@@ -119,7 +122,7 @@ class UpdateSampler:
             copies = watched.buffers[0]
             torch._foreach_sub_(copies, views)
             return _new(UpdateBatch, (torch._foreach_norm([*copies, *views]), watched.groups,
-                                      True, False, False, watched.decayed))
+                                      True, False, False, watched.decayed, rate_zero))
         other = 1 - row             # the weights after the step go in the other row, and stay
         torch._foreach_copy_(watched.buffers[other], views)
         before, after = watched.halves[row], watched.halves[other]
@@ -130,9 +133,10 @@ class UpdateSampler:
         swapped = row == 1
         decayed = watched.decayed
         if norms.is_cpu:    # (one tolist() costs less than a 0-d view and an item() per norm)
-            return _new(UpdateBatch, (norms, watched.groups, True, True, swapped, decayed))
+            return _new(UpdateBatch, (norms, watched.groups, True, True, swapped, decayed,
+                                      rate_zero))
         return _new(UpdateBatch, (list(norms.unbind()), watched.groups, True, False, swapped,
-                                  decayed))
+                                  decayed, rate_zero))
 
     def skip(self, opt) -> None:
         """`opt` steps unobserved: the weights its last step left are no longer the ones

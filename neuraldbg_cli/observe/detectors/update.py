@@ -27,7 +27,8 @@ class UpdateDetector(Detector):
 
     facts (from the step end): "no_grad": none of its parameters has a gradient while a
     layer after it in the optimizer's order has one (a cut graph); "in_no_optimizer": its
-    parameters get gradients but no optimizer holds them."""
+    parameters get gradients but no optimizer holds them; "rate_zero": every learning rate
+    of its optimizer is 0."""
 
     signal = states.UPDATE
 
@@ -50,7 +51,8 @@ class UpdateDetector(Detector):
         if ratio is None or not math.isfinite(ratio):
             return "normal", {}
         if ratio == 0.0 and grad is not None and grad > 0 and history.still + 1 >= th.frozen_steps:
-            return "frozen", {}
+            # (at a learning rate of 0: a warm-up from 0 that counts only if it never rises)
+            return "frozen", {"rate_zero": True} if facts and facts.get("rate_zero") else {}
         # (a PReLU's one slope, a policy's log-std: a few scalars near 0 make any step look
         # large beside them, and a learning rate too high shows in the layers of many)
         if ratio > th.too_large and history.steps >= th.warmup \
