@@ -299,6 +299,36 @@ def test_a_warm_up_from_a_rate_of_0_is_no_failure_and_a_rate_of_0_for_good_is(tm
     assert ("a warm-up from 0" if warmup else "the learning rate is 0") in top.summary
 
 
+@pytest.mark.parametrize("new_model", [True, False])
+def test_a_new_model_trained_after_another_has_a_loss_level_of_its_own(tmp_path, hooks_clean,
+                                                                      new_model):
+    """Pretraining, then a new model (a copy fine-tuned on another task, LoRA's recipe) with
+    an optimizer of its own: its loss starts far above the pretrained one's last, and falls;
+    no spike, no divergence. The same model given a new optimizer and the same new labels
+    (its data gone wrong mid-run) is still judged against its own level: it spikes."""
+    torch.manual_seed(0)
+    centres = torch.randn(10, 32)
+    y = torch.randint(0, 10, (512,))
+    x = centres[y] + 0.5 * torch.randn(512, 32)
+    a = nn.Sequential(nn.Linear(32, 64), nn.ReLU(), nn.Linear(64, 10))
+
+    def phase(model, labels, steps, opt):
+        for step in range(steps):
+            rows = slice(64 * (step % 8), 64 * (step % 8 + 1))
+            loss = F.cross_entropy(model(x[rows]), labels[rows])
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+
+    with NeuralDbg(trace=str(tmp_path / "t.jsonl")) as dbg:
+        phase(a, y, 60, torch.optim.Adam(a.parameters(), lr=1e-2))
+        b = nn.Sequential(nn.Linear(32, 64), nn.ReLU(), nn.Linear(64, 10)) if new_model else a
+        b.load_state_dict(a.state_dict())
+        phase(b, (y + 1) % 10, 100, torch.optim.Adam(b.parameters(), lr=1e-3))
+    loss = {t["to"] for t in dbg.failures() if t["layer"] == "(loss)"}
+    assert not loss if new_model else loss & {"diverging", "spiking", "nonfinite"}, dbg.transitions
+
+
 def test_a_generator_whose_optimizer_has_not_stepped_yet_is_held_by_it(tmp_path, hooks_clean):
     """An SN-GAN's loop: 15 critic steps before the generator's first, the generated batch not
     detached in the critic's loss, so the generator gets gradients from the start. Its

@@ -127,7 +127,11 @@ def test_fault_in_step_reduction_does_not_end_training(tmp_path, capsys, monkeyp
     err = neuraldbg_lines(capsys.readouterr().err)
     assert len(err) == 1 and "reduction fault" in err[0], err
     events = events_of(trace)
-    assert len([e for e in events if e["event"] == "warning"]) == 1
+    warnings = [e for e in events if e["event"] == "warning"]
+    assert len(warnings) == 1
+    # where in neuraldbg's own code it failed, for a report of the fault: the call of collect
+    assert warnings[0]["where"].startswith("observe/judge.py:"), warnings
+    assert f"(at {warnings[0]['where']})" in err[0], err
     assert events[-1]["status"] == "completed"
 
 

@@ -100,7 +100,7 @@ def _prediction(fn, out, target_fn):
 def _log_of(log_fn, user, out, target_fn) -> LossCall | None:
     """log(p): p is the prediction, through clamps, 1 - p and indexing; `user`, the node
     that took the log (t * log(p): the targets are what it saved besides)."""
-    fn = log_fn.next_functions[0][0]
+    fn = log_fn.next_functions[0][0] if log_fn.next_functions else None
     for _ in range(MAX_NODES):
         if fn is None or fn is target_fn or activation_at(fn) is not None:
             break

@@ -103,6 +103,13 @@ class LayerRec:
         # a container with parameters of its own may be a residual block (observe/residual.py)
         self.residual = UNSEEN if module is not None and not leaf else None
 
+    def fresh_histories(self) -> None:
+        """Every watching detector's history anew (its tracker, the state told, kept): the
+        loss of a new model trained in the same run has a starting level of its own."""
+        fresh = {id(w): w._replace(history=w.detector.history()) for w in self.watching}
+        for attr in ("watching", "on_output", "on_grad", "on_update", "on_norm"):
+            setattr(self, attr, [fresh.get(id(w), w) for w in getattr(self, attr)])
+
 
 def _values(module) -> int | None:
     """How many trainable values a layer holds itself (None: not known yet, a lazy module)."""

@@ -68,6 +68,10 @@ class OptimizerHooks:
         """Count a step of `opt`; True when its steps end the steps (optimizers.py)."""
         optim = self.clock.optim
         paces = optim.paces(opt)
+        if optim.new_model:         # (a new phase: the loss and output are another model's)
+            optim.new_model = False
+            for rec in (self.registry.loss, self.registry.output):
+                rec.fresh_histories()
         if optim.merged:            # (training in phases: count the steps merged at the handover)
             self.clock.steps += optim.merged
             self.clock.step += optim.merged

@@ -57,6 +57,10 @@ class OptimizerWatch:
         # stepped twice every other critic step): not phases. A handover then needs PHASE
         # steps of the other within one of the pacer's.
         self.interleaved = False
+        # The pacer's parameters (weakly held): a new pacer that holds none of them trains
+        # another model (pretraining, then a new model fine-tuned; a sweep of runs)
+        self._pacer_params = None
+        self.new_model = False            # set at such a handover, for the caller to read
 
     def paces(self, opt) -> bool:
         """Count a step of `opt`; True when it is the optimizer whose steps end steps: the
@@ -74,7 +78,22 @@ class OptimizerWatch:
                 # into this one: the caller counts them)
                 self.merged = n - 1
             self.primary, primary = weakref.ref(opt), opt
+            self._took_over(opt)
         return primary is opt
+
+    def _took_over(self, opt) -> None:
+        """`opt` paces the steps from now on (once per handover, not per step): whether it
+        trains another model than the pacer before it, which may be gone (its parameters
+        held weakly: one still alive can be in `opt`, a freed one cannot)."""
+        try:    # (called outside the hooks' guard: it must not raise into the user's step)
+            params = {id(p): weakref.ref(p) for g in opt.param_groups for p in g["params"]}
+        except Exception:  # noqa: BLE001 - an optimizer of unusual groups: not told apart
+            self._pacer_params, self.new_model = None, False
+            return
+        before = self._pacer_params
+        self.new_model = bool(before) and not any(
+            (old := before.get(key)) is not None and old() is ref() for key, ref in params.items())
+        self._pacer_params = params
 
     def new_window(self) -> None:
         self._stepped = {}
