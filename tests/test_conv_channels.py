@@ -67,37 +67,52 @@ def test_dead_conv_channels_are_flagged_at_their_layer_and_step(tmp_path, make, 
     assert not [t for t in transitions(clean) if t["to"] in FAILURE_STATES], describe(clean)
 
 
+class Chomp1d(nn.Module):
+    """locuslab/TCN's crop of the time axis after a causal Conv1d's padding."""
+
+    def __init__(self, size: int):
+        super().__init__()
+        self.size = size
+
+    def forward(self, x):
+        return x[:, :, :-self.size].contiguous()
+
+
 class Conv1dNet(nn.Module):
     """Conv1d - nn.ReLU over (B, C, T), summed over time: the ReLU module's units are the
-    conv's 16 channels, not its T time positions; so too with a Dropout between them."""
+    conv's 16 channels, not its T time positions; so too with a Dropout or a TCN's crop
+    between them."""
 
-    def __init__(self, bias: bool, dropout: bool = False):
+    def __init__(self, bias: bool, between: str | None = None):
         super().__init__()
-        self.conv = nn.Conv1d(4, 16, 3, padding=1, bias=bias)
-        self.drop = nn.Dropout(0.1) if dropout else None
+        self.conv = nn.Conv1d(4, 16, 3, padding=2 if between == "chomp" else 1, bias=bias)
+        self.between = nn.Dropout(0.1) if between == "dropout" else \
+            Chomp1d(2) if between == "chomp" else None
         self.act = nn.ReLU()
         self.head = nn.Linear(16, 1)
 
     def forward(self, x):
         y = self.conv(x)
-        return self.head(self.act(y if self.drop is None else self.drop(y)).sum(-1))
+        return self.head(self.act(y if self.between is None else self.between(y)).sum(-1))
 
 
 # 8x16x100 outputs are held for the step end, 8x16x200 reduced at once (accumulator.py)
-@pytest.mark.parametrize("length, dropout", [(100, False), (200, False), (200, True)])
-def test_a_relu_after_conv1d_over_padded_sequences_is_alive(tmp_path, length, dropout):
+@pytest.mark.parametrize("length, between", [(100, None), (200, None), (200, "dropout"),
+                                             (200, "chomp")])
+def test_a_relu_after_conv1d_over_padded_sequences_is_alive(tmp_path, length, between):
     torch.manual_seed(0)
     padded = torch.zeros(8, 4, length)
     padded[:, :, :8] = torch.randn(8, 4, 8)     # a short signal, then zero padding: >90% of
-    model = Conv1dNet(False, dropout)           # the time positions stay zero, no channel does
+    model = Conv1dNet(False, between)           # the time positions stay zero, no channel does
     events = observed(tmp_path, model, lambda: train(model, padded, torch.randn(8, 1), 20))
     assert not transitions(events, layer="act", to="dead"), describe(events)
 
 
-@pytest.mark.parametrize("length, dropout", [(100, False), (200, False), (200, True)])
-def test_a_relu_after_conv1d_with_dead_channels_is_dead(tmp_path, length, dropout):
+@pytest.mark.parametrize("length, between", [(100, None), (200, None), (200, "dropout"),
+                                             (100, "chomp")])
+def test_a_relu_after_conv1d_with_dead_channels_is_dead(tmp_path, length, between):
     torch.manual_seed(0)
-    model = Conv1dNet(True, dropout)
+    model = Conv1dNet(True, between)
     with torch.no_grad():
         model.conv.bias[1:] = -100.0            # 15 of 16 channels never fire, at any position
     x = torch.randn(8, 4, length) / 4

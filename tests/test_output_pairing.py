@@ -57,6 +57,18 @@ one_hot = F.one_hot(classes, 4).float()
 binary = (torch.arange(N) % 2).float().unsqueeze(1)
 prices = torch.linspace(12, 4310, N).unsqueeze(1)
 POS = torch.arange(0, N, 3)     # (a detector's positive anchors)
+T, LABELS = 6, 5                # CTC: 6 time steps of 5 classes (0 the blank), 2 labels a row
+labels = 1 + torch.arange(2 * N).view(N, 2) % (LABELS - 1)
+
+
+def ctc(norm):
+    """CTCLoss on (T, N, C) rows made of the head's output, normalised by `norm` over the
+    classes (the last dimension): log_softmax as CTC expects, or softmax (a known mistake)."""
+    def loss(out, y):
+        rows = norm(out.view(N, T, LABELS).transpose(0, 1), 2)
+        return F.ctc_loss(rows, y, torch.full((N,), T), torch.full((N,), 2))
+    return loss
+
 
 BROKEN = {
     "softmax over one unit into BCELoss": (
@@ -82,6 +94,9 @@ BROKEN = {
         "not_log_probabilities"),
     "logits into NLLLoss": (
         [nn.Linear(16, 4)], nn.NLLLoss(), classes, "mismatched", "not_log_probabilities"),
+    "softmax into CTCLoss": (
+        [nn.Linear(16, T * LABELS)], ctc(torch.softmax), labels, "mismatched",
+        "not_log_probabilities"),
     "log_softmax over the batch into NLLLoss": (
         [nn.Linear(16, 4), nn.LogSoftmax(dim=0)], nn.NLLLoss(), classes, "mismatched",
         "normalised_other_dim"),
@@ -207,6 +222,8 @@ HEALTHY = {
     "one-hot targets into cross_entropy": (
         [nn.Linear(16, 4)], lambda out, y: F.cross_entropy(out, y), one_hot),
     "log_softmax into NLLLoss": ([nn.Linear(16, 4), nn.LogSoftmax(dim=1)], nn.NLLLoss(), classes),
+    "log_softmax over the classes of (T, N, C) into CTCLoss": (
+        [nn.Linear(16, T * LABELS)], ctc(torch.log_softmax), labels),
     "log_softmax over the last dim of (N, L, C), permuted for NLLLoss": (
         [nn.Linear(16, 8), nn.Unflatten(1, (2, 4)), nn.LogSoftmax(dim=-1)],
         lambda out, y: F.nll_loss(out.permute(0, 2, 1), y), torch.stack([classes] * 2, 1)),

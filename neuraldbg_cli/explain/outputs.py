@@ -11,6 +11,7 @@ OUTPUT = states.OUTPUT.name
 
 _LOSS_NAMES = {"cross_entropy": "cross_entropy (CrossEntropyLoss)",
                "nll_loss": "nll_loss (NLLLoss)",
+               "ctc_loss": "ctc_loss (CTCLoss)",
                "binary_cross_entropy": "binary_cross_entropy (BCELoss)",
                "binary_cross_entropy_with_logits":
                    "binary_cross_entropy_with_logits (BCEWithLogitsLoss)",
@@ -94,12 +95,16 @@ def _probabilities_into(what: str, applies: str, fix: str):
 def _not_log_probabilities(w):
     gap = _n(w.s.get("row_logsumexp_gap"))
     given = f"the output of a {w.act}" if w.s.get("activation") else "raw outputs (logits)"
-    return ("architecture", 0.85, "nll_loss expects log-probabilities and is given "
-            f"{given}, so its value means nothing (it can go below 0)",
+    if w.s.get("loss_fn") == "ctc_loss":
+        fix = ("Put log_softmax over the classes (the last dimension: "
+               "output.log_softmax(2)) before CTCLoss.")
+    else:
+        fix = ("Put log_softmax (nn.LogSoftmax(dim=1)) before NLLLoss, or feed the logits to "
+               "CrossEntropyLoss instead.")
+    return ("architecture", 0.85, f"{w.s.get('loss_fn', 'nll_loss')} expects log-probabilities "
+            f"and is given {given}, so its value means nothing (it can go below 0)",
             f"{w.loss} input rows have a logsumexp up to {gap} above 0 (log-probabilities "
-            f"have 0), values {w.out}, {w.units} classes",
-            "Put log_softmax (nn.LogSoftmax(dim=1)) before NLLLoss, or feed the logits to "
-            "CrossEntropyLoss instead.")
+            f"have 0), values {w.out}, {w.units} classes", fix)
 
 
 def _other_dim(w):

@@ -163,6 +163,8 @@ class Hooks(OptimizerHooks, OutermostHooks):
                 rec = self._site(rec, self.forwards, args[0] if args else None)
             y = output if isinstance(output, _Tensor) else first_tensor(output)
             acc = rec.acc
+            if acc.channel_first is None and eager and args:    # (its first call, not a site's)
+                acc.channel_first = _keeps_channels(args[0], y, self._last_leaf)
             first = not acc.numel                       # the layer's first call this step
             known = norm.known if norm is not None and eager else None  # (norms.py)
             if y is None or not acc.add_output(y, eager, known):
@@ -262,6 +264,13 @@ def _channel_first(x, last) -> bool:
     activation's after one). Else (a Linear's (B, T, F), a functional op's output) they are
     its last dimension; a 4-D map is read channel-first whatever this tells."""
     return last is not None and last[1] is x and last[0].acc.channel_first is True
+
+
+def _keeps_channels(x, y, last) -> bool:
+    """Whether a layer's output `y` keeps the channels of its input `x`, itself channel-first
+    (_channel_first): a crop or a pad of a Conv1d's (B, C, T) that leaves B and C as they are."""
+    return _channel_first(x, last) and isinstance(y, _Tensor) and y.dim() == x.dim() \
+        and y.shape[:2] == x.shape[:2]
 
 
 def _unseen_leaf(rec) -> bool:

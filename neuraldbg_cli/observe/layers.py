@@ -74,9 +74,12 @@ class LayerRec:
         mode = (UNITS if UNIT_ACTIVITY in needs and kind in UNIT_KINDS else
                 SQUASH if UNIT_SATURATION in needs and kind in SQUASH_KINDS else None)
         # An activation reads its units as the layer feeding it does (channels of a Conv1d's
-        # (B, C, T), features of a Linear's (B, T, F)): None until its first call tells (hooks.py)
+        # (B, C, T), features of a Linear's (B, T, F)), and so does a leaf without parameters
+        # between them (a TCN's crop of the time axis): None until its first call tells
+        # (hooks.py)
         self.acc = Accumulator(kind, True if isinstance(module, CHANNEL_FIRST) else
-                               None if mode is not None else False, mode)
+                               None if mode is not None or leaf and module is not None and
+                               next(own_parameters(module), None) is None else False, mode)
         self.is_output = False
         # in the order of the registry; judged at the step end, or at the optimizer step
         self.watching = [Watch(d, d.history(), SignalTracker(debounce, d.signal.ok, *hysteresis))

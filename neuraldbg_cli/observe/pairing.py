@@ -28,7 +28,9 @@ ROWS = 64           # rows of the output (and the target) reduced per read step
 CLASS_LOSSES = ("cross_entropy", "nll_loss")            # class dimension 1, class-index targets
 BCE_LOSSES = ("binary_cross_entropy", "binary_cross_entropy_with_logits")
 REGRESSION_LOSSES = ("mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss")
-LOSSES = CLASS_LOSSES + BCE_LOSSES + REGRESSION_LOSSES
+# Losses of log-probabilities over the last dimension: (T, N, C) for CTC
+LOG_PROB_LOSSES = ("nll_loss", "ctc_loss")
+LOSSES = CLASS_LOSSES + BCE_LOSSES + REGRESSION_LOSSES + ("ctc_loss",)
 
 _is_compiling = torch.compiler.is_compiling
 
@@ -210,8 +212,9 @@ def read_call(name: str, out: torch.Tensor, target: torch.Tensor) -> LossCall:
             tensors.append(_classes_seen(index, int(units)))
     names += ["target_min", "target_max"]
     tensors += [*t.aminmax()]
-    if name == "nll_loss" and units >= 2:
+    if name in LOG_PROB_LOSSES and units >= 2:
         # rows' logsumexp: 0 for log-probabilities, < 0 averaged (Bayes by backprop), > 0 logits
+        # or probabilities (a softmax into CTC: its loss goes below 0 and nothing is learnt)
         names.append("row_logsumexp_gap")
         tensors.append(o.exp().sum(-1).log().amax())
     return LossCall(name, activation, normalised, int(units), int(o.shape[0]), kind,

@@ -16,7 +16,7 @@ import math
 from ... import states
 from ..handwritten import LOG_LIKELIHOOD
 from ..kinds import OUTPUT_KIND
-from ..pairing import BCE_LOSSES, CLASS_LOSSES, REGRESSION_LOSSES
+from ..pairing import BCE_LOSSES, CLASS_LOSSES, LOG_PROB_LOSSES, REGRESSION_LOSSES
 from . import register
 from .base import NOTHING, Detector, Observation
 
@@ -109,7 +109,7 @@ def _mismatched(f: dict, h, th):
             and f["normalised"] not in (None, f["units"]):
         return "mismatched", "normalised_other_dim"     # (over the batch: dim=0)
     gap = f.get("row_logsumexp_gap")
-    if loss == "nll_loss" and gap is not None and gap > th.log_prob_tolerance:
+    if loss in LOG_PROB_LOSSES and gap is not None and gap > th.log_prob_tolerance:
         # (inf: logits overflowed; NaN: never; a log_softmax over another dimension of the
         # class dimension's size)
         return "mismatched", "normalised_other_dim" if act == "log_softmax" \
