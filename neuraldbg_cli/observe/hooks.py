@@ -155,15 +155,15 @@ class Hooks(OptimizerHooks, OutermostHooks):
             if not rec.leaf and eager and rec.residual is not None:    # (a container)
                 self._residual(module, rec, args, output)
             if not rec.reads:               # skipped, or nothing read from its outputs
-                if rec.transparent and eager:
-                    self._pass_on(args, output)
+                if rec.transparent and eager:   # (a Dropout: it passes its input's reading on)
+                    self._last_leaf = passed_on(self._last_leaf, args, output)
                 return
             if rec.sites is not None and inside:    # an activation: at which of its places?
                 # (not in compiled code, which may show no outermost call to count forwards by)
                 rec = self._site(rec, self.forwards, args[0] if args else None)
             y = output if isinstance(output, _Tensor) else first_tensor(output)
             acc = rec.acc
-            if acc.channel_first is None and eager and args:    # (its first call, not a site's)
+            if acc.channel_first is None and eager and args:    # (its first call)
                 acc.channel_first = _keeps_channels(args[0], y, self._last_leaf)
             first = not acc.numel                       # the layer's first call this step
             known = norm.known if norm is not None and eager else None  # (norms.py)
@@ -194,14 +194,6 @@ class Hooks(OptimizerHooks, OutermostHooks):
             acc.add_input(x)
             self.inputs_checked = True
 
-    def _pass_on(self, args, output) -> None:
-        """A Dropout (or Identity) not read itself, fed the very output of the layer observed
-        just before: its output stands for that layer's, so that an activation after it
-        (Conv1d -> Dropout -> ReLU) counts the conv's channels as its units."""
-        last = self._last_leaf
-        if last is not None and args and args[0] is last[1] and isinstance(output, _Tensor):
-            self._last_leaf = (last[0], output)
-
     def _residual(self, module, rec, args, output) -> None:
         """A container's call in training: a residual block's branch and skip, its first
         call deciding whether it is one (observe/residual.py)."""
@@ -227,9 +219,7 @@ class Hooks(OptimizerHooks, OutermostHooks):
         while site.seen_in == forward and k < MAX_SITES:
             k += 1
             site = self.registry.site(rec, k)
-        site.seen_in = forward
-        if site.acc.channel_first is None:      # the site's first call tells what its units are
-            site.acc.channel_first = _channel_first(x, self._last_leaf)
+        site.seen_in = forward      # (its first call tells what its units are: _keeps_channels)
         return site
 
     def disable(self, module, rec, error) -> None:
@@ -268,9 +258,19 @@ def _channel_first(x, last) -> bool:
 
 def _keeps_channels(x, y, last) -> bool:
     """Whether a layer's output `y` keeps the channels of its input `x`, itself channel-first
-    (_channel_first): a crop or a pad of a Conv1d's (B, C, T) that leaves B and C as they are."""
+    (_channel_first): an activation's, or a crop's or pad's of a Conv1d's (B, C, T) that leaves
+    B and C as they are."""
     return _channel_first(x, last) and isinstance(y, _Tensor) and y.dim() == x.dim() \
         and y.shape[:2] == x.shape[:2]
+
+
+def passed_on(last, args, output):
+    """The last leaf's (record, output) after a Dropout (or Identity) not read itself: fed the
+    very output of the layer observed just before, its output stands for that layer's, so
+    that an activation after it (Conv1d -> Dropout -> ReLU) counts the conv's channels."""
+    if last is not None and args and args[0] is last[1] and isinstance(output, _Tensor):
+        return last[0], output
+    return last
 
 
 def _unseen_leaf(rec) -> bool:

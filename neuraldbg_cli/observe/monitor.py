@@ -114,11 +114,6 @@ class Monitor:
         self.clock.pending_end = True
         return True
 
-    def _backward_seen(self) -> bool:
-        """Whether backward() ran in the step in progress (True where it is not watched)."""
-        backward = self.backward
-        return backward is None or not backward.active or backward.backwards > 0
-
     def _end_bare_step(self) -> None:
         hooks = self.hooks
         hooks.paced, hooks.renewed = True, self.backward.renewed_leaf()
@@ -145,12 +140,10 @@ class Monitor:
         hooks = self.hooks
         if hooks.active and self.clock.pending_end and self._bare():
             self._end_bare_step()           # (the last backward of bare tensors)
-        elif hooks.active and self.clock.pending_end and (completed or self._backward_seen()):
+        elif hooks.active and self.clock.pending_end and (completed or backward_ran(self.backward)):
             self.end_step_safely()          # (the last forward of a script without optimizer)
         elif hooks.active and (hooks.touched or hooks.grads or self.clock.pending_end):
-            # (a crash before the step's backward: its forward is no step of a script
-            # without an optimizer either)
-            self.end_step_safely(complete=False)
+            self.end_step_safely(complete=False)    # (a crash before that forward's backward)
         if hooks.active:    # (the steps still being read; a run that never stepped)
             self._guarded(self.judge.drain)
             self._guarded(never_stepped, self.judge, self.clock, self.backward)
@@ -234,13 +227,22 @@ class Monitor:
         self.fault("monitoring switched off", error)
 
     def fault(self, what: str, error: BaseException, layer=None) -> None:
-        msg = f"{what}: {type(error).__name__}: {error}"
-        where = fault_site(error)
+        msg, where = f"{what}: {type(error).__name__}: {error}", fault_site(error)
         self.warn(f"{msg} (at {where})" if where else msg)
-        event = {"event": "warning", "step": self.clock.step, "layer": layer, "message": msg}
-        if where:       # (a fault of neuraldbg's own: where to look, in a report of it)
-            event["where"] = where
-        self.emit(event)
+        self.emit(warning_event(self.clock.step, layer, msg, where))
+
+
+def warning_event(step: int, layer, message: str, where: str | None) -> dict:
+    """A fault's warning; `where` (fault_site) is where to look, in a report of it."""
+    event = {"event": "warning", "step": step, "layer": layer, "message": message}
+    if where:
+        event["where"] = where
+    return event
+
+
+def backward_ran(backward) -> bool:
+    """Whether backward() ran in the step in progress (True where it is not watched)."""
+    return backward is None or not backward.active or backward.backwards > 0
 
 
 def fault_site(error: BaseException) -> str | None:
