@@ -353,6 +353,52 @@ def test_a_generator_whose_optimizer_has_not_stepped_yet_is_held_by_it(tmp_path,
     assert not [t for t in dbg.transitions if t["to"] == "frozen"], dbg.transitions
 
 
+class Wrapper(torch.optim.Optimizer):
+    """SAM's or Lookahead's shape: an optimizer that steps a base one over the same groups."""
+
+    def __init__(self, params):
+        self.base = torch.optim.SGD(params, lr=0.01)
+        super().__init__(self.base.param_groups, {})
+        self.param_groups = self.base.param_groups
+
+    def step(self, closure=None):
+        self.base.step()
+
+
+@pytest.mark.parametrize("g_opt_over", ["discriminator", "generator", "wrapped"])
+def test_a_generator_whose_optimizer_holds_the_discriminators_parameters_is_frozen(
+        tmp_path, hooks_clean, g_opt_over):
+    """A GAN port's bug, `optimizerG = Adam(netD.parameters())`: the discriminator steps
+    twice an iteration and the generator never changes, its layers getting gradients every
+    step; they come before the discriminator's in the forward, where a backbone left out of
+    a fine-tune on purpose would. Two optimizers stepping the same parameters tell them apart.
+    Not so an optimizer wrapping another over the same groups (SAM, Lookahead)."""
+    torch.manual_seed(0)
+    g = nn.Sequential(nn.Linear(8, 32), nn.ReLU(), nn.Linear(32, 2))
+    d = nn.Sequential(nn.Linear(2, 32), nn.LeakyReLU(0.2), nn.Linear(32, 1))
+    with NeuralDbg(trace=str(tmp_path / "t.jsonl")) as dbg:
+        opt_d = torch.optim.Adam(d.parameters(), lr=2e-4)
+        opt_g = Wrapper(g.parameters()) if g_opt_over == "wrapped" else \
+            torch.optim.Adam((d if g_opt_over == "discriminator" else g).parameters(), lr=2e-4)
+        for _ in range(20):
+            real, z = torch.randn(64, 2) + 2.0, torch.randn(64, 8)
+            loss_d = F.softplus(-d(real)).mean() + F.softplus(d(g(z).detach())).mean()
+            opt_d.zero_grad()
+            loss_d.backward()
+            opt_d.step()
+            loss_g = F.softplus(-d(g(torch.randn(64, 8)))).mean()
+            opt_g.zero_grad()
+            g.zero_grad()
+            loss_g.backward()
+            opt_g.step()
+    frozen = [t for t in dbg.failures() if t["to"] == "frozen"]
+    if g_opt_over != "discriminator":
+        assert not frozen, frozen
+        return
+    assert {t["layer"] for t in frozen} == {"g.0", "g.2"}, dbg.transitions
+    assert all(t["stats"].get("shared_optimizers") for t in frozen)
+
+
 def test_intentionally_frozen_layers_are_not_findings(tmp_path, hooks_clean):
     model, x, y = _mlp(), torch.randn(16, 8), torch.randn(16, 1)
     for p in model[0].parameters():

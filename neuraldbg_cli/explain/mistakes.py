@@ -39,6 +39,12 @@ def loop_mistake(ep, ctx):
                         f"{models} ran in eval() mode while the optimizer updated it (from step "
                         f"{ep.onset}): Dropout is off, BatchNorm uses its running statistics")
     if ep.signal == UPDATE and ep.state == "frozen":
+        if ep.stats.get("in_no_optimizer") and ep.stats.get("shared_optimizers"):
+            return _finding(ep, 0.9, "two optimizers step the same parameters and none holds "
+                            "this layer's (was one built over another model's parameters, a "
+                            "generator's optimizer given the discriminator's?)",
+                            f"{ep.layer}'s parameters got gradients from step {ep.onset} but are "
+                            "in no optimizer, while two optimizers stepped the same parameters")
         if ep.stats.get("in_no_optimizer"):
             return _finding(ep, 0.9, "its parameters get gradients but no optimizer holds them "
                             "(was the layer replaced after the optimizer was built?)",

@@ -168,8 +168,9 @@ class StepJudge(OptimizerJudge):
             if keep is not None and call.get("target_classes") is not None:
                 for key in ("target_classes", "units", "rows"):
                     keep.add(reg.output, key, call.get(key))
+        said = _IN_SHARED if facts.doubled else _IN_NO_OPTIMIZER
         for rec in facts.uncovered:
-            self._observe(rec, rec.on_update, _of_step(rec.kind, None, _IN_NO_OPTIMIZER), step)
+            self._observe(rec, rec.on_update, _of_step(rec.kind, None, said), step)
 
 
 NO_STEP_BACKWARDS = 3   # backward() calls in a run without one optimizer step: a mistake
@@ -221,3 +222,4 @@ _SEVERAL = {"several": True}
 _MOVING_TARGETS = {"moving_targets": True}
 _UNEVEN = {"uneven": True}
 _IN_NO_OPTIMIZER = {"in_no_optimizer": True}
+_IN_SHARED = {"in_no_optimizer": True, "shared_optimizers": True}   # (StepFacts.doubled)

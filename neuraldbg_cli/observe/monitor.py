@@ -201,18 +201,18 @@ class Monitor:
         scaler = self.scaler.take(clock.optim.primary and clock.optim.primary()) \
             if self.scaler is not None else None
         # (a step a GradScaler skipped updated nothing: no layer's update is judged)
-        uncovered = outside_optimizers(recs, self.registry) \
+        doubled = optimized and clock.optim.doubled()
+        uncovered = outside_optimizers(recs, self.registry, doubled) \
             if optimized and hooks.updates is not None and not (scaler and scaler["skipped"] is True) \
             else []
         call = self.loss_calls.take() if self.loss_calls is not None else None
-        idle = False
+        idle = backward is not None and optimized and not backward.backwards and backward.no_grads
         if backward is not None:
-            idle = optimized and not backward.backwards and backward.no_grads
             backward.backwards = 0
         uneven = self.uneven is not None and self.uneven.take(hooks, backward)
         return _new(StepFacts, (losses, first_grad, resets, renewed, optimized,
                                 clock.optim.several(), eval_roots, uncovered, call, idle, scaler,
-                                self.copies is not None and self.copies.check(), uneven))
+                                self.copies is not None and self.copies.check(), uneven, doubled))
 
     # ---- faults ----------------------------------------------------------------------
     def _guarded(self, work, *args) -> None:

@@ -61,6 +61,8 @@ class OptimizerWatch:
         # another model (pretraining, then a new model fine-tuned; a sweep of runs)
         self._pacer_params = None
         self.new_model = False            # set at such a handover, for the caller to read
+        self._sharing: dict = {}          # id(optimizer) -> ids of those seen before it that
+        #                                   step some of its parameters (sharing())
 
     def paces(self, opt) -> bool:
         """Count a step of `opt`; True when it is the optimizer whose steps end steps: the
@@ -102,12 +104,34 @@ class OptimizerWatch:
         """More than one optimizer stepped in this step (a GAN's two, say)."""
         return len(self._stepped) > 1
 
+    def doubled(self) -> bool:
+        """Two optimizers that stepped in this step hold some same parameter, each in a
+        param group of its own: one was built over another model's parameters (a GAN's
+        generator given `Adam(D.parameters())`: the discriminator steps twice, the generator
+        never). Not a wrapper stepping its base optimizer's groups (SAM, Lookahead)."""
+        stepped = self._stepped
+        return len(stepped) > 1 and any(other in stepped for key in stepped
+                                        for other in self._sharing.get(key, ()))
+
+    def _sharing_with(self, opt) -> tuple:
+        """The optimizers seen before `opt` that hold one of its parameters in a group that is
+        not `opt`'s own (once per optimizer, at its first step)."""
+        try:
+            mine = {id(p): g for g in opt.param_groups for p in g["params"]}
+            return tuple(key for key, (ref, _, _) in self._names.items()
+                         if (other := ref()) is not None and other is not opt
+                         and any(mine.get(id(p), g) is not g
+                                 for g in other.param_groups for p in g["params"]))
+        except Exception:  # noqa: BLE001 - an optimizer of unusual groups: not told apart
+            return ()
+
     def record_hparams(self, opt, step: int) -> None:
         """An hparams event the first time, and when a learning rate moves by over 10%
         from the value last written (schedules stay a handful of events, not one a step)."""
         key = id(opt)
         entry = self._names.get(key)
         if entry is None or entry[0]() is not opt:      # new (perhaps at a gone one's id)
+            self._sharing[key] = self._sharing_with(opt)
             self._names[key] = (weakref.ref(opt), type(opt).__name__, self._seen)
             self._seen += 1
             self._lrs.pop(key, None)

@@ -25,6 +25,7 @@ class StepFacts(NamedTuple):
     scaler: dict | None = None  # a GradScaler's step: scale, skipped, overflow (scaler.py)
     moving_targets: bool = False    # a copy of a trained model ran without gradients (copies.py)
     uneven: bool = False    # the steps' counts of forwards change on most steps (uneven.py)
+    doubled: bool = False   # two optimizers stepped some same parameters (OptimizerWatch)
 
     def tensors(self) -> list:
         """The 0-d tensors to read with the step's others: the loss summed, the gradient."""
@@ -66,20 +67,22 @@ class StepFacts(NamedTuple):
         return None
 
 
-def outside_optimizers(recs: list, registry) -> list:
+def outside_optimizers(recs: list, registry, doubled: bool = False) -> list:
     """The layers of the step (in forward order) whose parameters get gradients that no
-    optimizer holds, after the first layer an optimizer does hold (all, where none is): the
-    layers before it are a backbone left out of a fine-tune on purpose (an optimizer over
-    the head alone), those after it were added or replaced once the optimizer was built.
+    optimizer holds, after the first layer an optimizer does hold (all, where none is, or
+    where two optimizers step the same parameters: `doubled`, a GAN's generator whose
+    optimizer was given the discriminator's): the layers before it are a backbone left out
+    of a fine-tune on purpose (an optimizer over the head alone), those after it were added
+    or replaced once the optimizer was built.
     (A layer is known held once its optimizer steps; one whose optimizer has not stepped
     yet, a GAN's generator getting gradients from the discriminator's first steps, is held.)
     Where every optimizer holds plain tensors alone, the model is a fixed function of an
     input being optimised (style transfer leaving its VGG's requires_grad on): none."""
     owners = registry.owners
-    first = next((i for i, r in enumerate(recs) if r.in_optimizer), -1)
+    first = -1 if doubled else next((i for i, r in enumerate(recs) if r.in_optimizer), -1)
     # (none held at all: the optimizer steps parameters the model no longer has)
     found = [r for r in recs[first + 1:] if r.on_update and not r.in_optimizer
-             and has_gradients(r, owners)]
+             and has_gradients(r, owners, doubled)]
     if found and first < 0 and _optimizes_inputs(registry):
         return []       # (the optimisers step an input, not the model: no layer is theirs)
     if found:
@@ -102,10 +105,11 @@ def _own(rec) -> list:
     return [] if module is None else list(own_parameters(module))
 
 
-def has_gradients(rec, owners: dict) -> bool:
+def has_gradients(rec, owners: dict, toggled: bool = False) -> bool:
     """Some trainable parameter of the layer's own holds a gradient (a parameter shared with
-    an earlier layer, tied weights, belongs to that layer)."""
-    return any(p.grad is not None and p.requires_grad and owners.get(id(p)) is rec
+    an earlier layer, tied weights, belongs to that layer); with `toggled`, trainable or not
+    now (a GAN's loop sets requires_grad off for the model it does not step)."""
+    return any(p.grad is not None and (toggled or p.requires_grad) and owners.get(id(p)) is rec
                for p in _own(rec))
 
 

@@ -46,7 +46,9 @@ class UpdateDetector(Detector):
             if facts.get("no_grad"):
                 return "detached", {}
             if facts.get("in_no_optimizer") and history.still + 1 >= th.frozen_steps:
-                return "frozen", {"in_no_optimizer": True}
+                # (shared_optimizers: two optimizers step some same parameters, see judge.py)
+                return "frozen", {"in_no_optimizer": True, **(
+                    {"shared_optimizers": True} if facts.get("shared_optimizers") else {})}
         ratio, grad = x.update_ratio, x.grad_norm
         if ratio is None or not math.isfinite(ratio):
             return "normal", {}
