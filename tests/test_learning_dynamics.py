@@ -399,6 +399,24 @@ def test_a_generator_whose_optimizer_holds_the_discriminators_parameters_is_froz
     assert all(t["stats"].get("shared_optimizers") for t in frozen)
 
 
+def test_a_backbone_unfrozen_later_has_its_updates_watched(tmp_path, hooks_clean):
+    """Gradual unfreezing (ULMFiT, a fine-tune's second phase): the backbone, frozen when
+    first called, joins the optimizer later; its steps are judged from then on (they were
+    not: its layers were registered while frozen, and never watched for updates)."""
+    torch.manual_seed(0)
+    model, x, y = _mlp(), torch.randn(64, 8), torch.randn(64, 1)
+    backbone = model[0]
+    backbone.requires_grad_(False)
+    opt = torch.optim.SGD(model[2].parameters(), lr=0.01)
+    with NeuralDbg(trace=str(tmp_path / "t.jsonl")) as dbg:
+        train(model, x, y, steps=15, opt=opt)
+        backbone.requires_grad_(True)
+        opt.add_param_group({"params": backbone.parameters(), "lr": 0.01})
+        train(model, x, y, steps=15, opt=opt)
+    told = [t for t in dbg.transitions if t["layer"] == "0" and t["signal"] == "update"]
+    assert told and told[0]["step"] == 15 and told[0]["stats"]["update_ratio"] > 0, dbg.transitions
+
+
 def test_intentionally_frozen_layers_are_not_findings(tmp_path, hooks_clean):
     model, x, y = _mlp(), torch.randn(16, 8), torch.randn(16, 1)
     for p in model[0].parameters():

@@ -54,7 +54,7 @@ class LayerRec:
     __slots__ = ("ref", "module_type", "kind", "leaf", "reads", "wants_input", "transparent",
                  "fallback_name", "acc", "is_output", "skip", "watching", "on_output", "on_grad",
                  "on_update", "on_norm", "norm", "in_optimizer", "site", "sites", "seen_in",
-                 "residual", "dtype", "values")
+                 "residual", "dtype", "values", "frozen")
 
     def __init__(self, module, kind: str, leaf: bool, watches: list, debounce: int,
                  hysteresis: Hysteresis = Hysteresis()):
@@ -91,6 +91,10 @@ class LayerRec:
         self.on_norm = [w for w, (_, n) in pairs if NORM_STATS in n]
         # its trainable values: the relative step of a few scalars says little (updates)
         self.values = _values(module) if self.on_update else None
+        # frozen when first called (a backbone, a GAN's generator between its steps): not
+        # looked for among the layers in no optimizer at each step (step_facts.py)
+        self.frozen = bool(self.on_update) and not any(p.requires_grad
+                                                       for p in own_parameters(module))
         # what the hooks read of a normalisation layer (observe/norms.py), or None
         self.norm = reading_for(module, self.reads) if self.on_norm else None
         self.in_optimizer = False       # some optimizer holds its parameters (updates.py)
@@ -115,8 +119,9 @@ class LayerRec:
 
 
 def _values(module) -> int | None:
-    """How many trainable values a layer holds itself (None: not known yet, a lazy module)."""
+    """How many values a layer holds itself, trainable now or later (None: not known yet, a
+    lazy module)."""
     try:
-        return sum(p.numel() for p in own_parameters(module) if p.requires_grad)
+        return sum(p.numel() for p in own_parameters(module))
     except ValueError:      # (an uninitialised parameter has no size yet)
         return None

@@ -82,7 +82,7 @@ def outside_optimizers(recs: list, registry, doubled: bool = False) -> list:
     first = -1 if doubled else next((i for i, r in enumerate(recs) if r.in_optimizer), -1)
     # (none held at all: the optimizer steps parameters the model no longer has)
     found = [r for r in recs[first + 1:] if r.on_update and not r.in_optimizer
-             and has_gradients(r, owners, doubled)]
+             and (doubled or not r.frozen) and has_gradients(r, owners, doubled)]
     if found and first < 0 and _optimizes_inputs(registry):
         return []       # (the optimisers step an input, not the model: no layer is theirs)
     if found:

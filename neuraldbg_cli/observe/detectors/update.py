@@ -33,7 +33,9 @@ class UpdateDetector(Detector):
     signal = states.UPDATE
 
     def needs(self, module, kind: str, leaf: bool) -> frozenset:
-        if module is None or not any(p.requires_grad for p in own_parameters(module)):
+        # (frozen now or not: a backbone unfrozen later, a GAN's generator whose loop turns
+        # requires_grad off before its first call, is watched once an optimizer steps it)
+        if module is None or next(own_parameters(module), None) is None:
             return NOTHING
         return _NEEDS
 
