@@ -89,7 +89,8 @@ class LayerRec:
         self.on_grad = [w for w, (_, n) in pairs if GRAD_NORM in n and PARAM_UPDATE not in n]
         self.on_update = [w for w, (_, n) in pairs if PARAM_UPDATE in n]
         self.on_norm = [w for w, (_, n) in pairs if NORM_STATS in n]
-        # its trainable values: the relative step of a few scalars says little (updates)
+        # its values (trainable now or later): the relative step of a few scalars says
+        # little (updates)
         self.values = _values(module) if self.on_update else None
         # frozen when first called (a backbone, a GAN's generator between its steps): not
         # looked for among the layers in no optimizer at each step (step_facts.py)

@@ -61,8 +61,8 @@ class OptimizerWatch:
         # another model (pretraining, then a new model fine-tuned; a sweep of runs)
         self._pacer_params = None
         self.new_model = False            # set at such a handover, for the caller to read
-        self._sharing: dict = {}          # id(optimizer) -> ids of those seen before it that
-        #                                   step some of its parameters (sharing())
+        self._sharing: dict = {}          # id(optimizer) -> weakrefs to those seen before it
+        #                                   that hold some of its parameters (_sharing_with)
 
     def paces(self, opt) -> bool:
         """Count a step of `opt`; True when it is the optimizer whose steps end steps: the
@@ -110,15 +110,16 @@ class OptimizerWatch:
         generator given `Adam(D.parameters())`: the discriminator steps twice, the generator
         never). Not a wrapper stepping its base optimizer's groups (SAM, Lookahead)."""
         stepped = self._stepped
-        return len(stepped) > 1 and any(other in stepped for key in stepped
-                                        for other in self._sharing.get(key, ()))
+        return len(stepped) > 1 and any((other := ref()) is not None and id(other) in stepped
+                                        for key in stepped for ref in self._sharing.get(key, ()))
 
     def _sharing_with(self, opt) -> tuple:
         """The optimizers seen before `opt` that hold one of its parameters in a group that is
         not `opt`'s own (once per optimizer, at its first step)."""
         try:
             mine = {id(p): g for g in opt.param_groups for p in g["params"]}
-            return tuple(key for key, (ref, _, _) in self._names.items()
+            # (weakly held: a freed one's id may be taken by an optimizer that shares nothing)
+            return tuple(ref for ref, _, _ in self._names.values()
                          if (other := ref()) is not None and other is not opt
                          and any(mine.get(id(p), g) is not g
                                  for g in other.param_groups for p in g["params"]))
