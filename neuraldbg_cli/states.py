@@ -104,6 +104,11 @@ UPDATE = Signal("update", "normal", (
     State("detached", True, 0.85, "X", "bold cyan", "got no gradient although the layers after "
           "it did", "Find the detach(), .data, .item() or torch.no_grad() between this layer and "
           "the loss, and remove it; set requires_grad=False if the layer is meant to stay fixed."),
+    State("symmetric", True, 0.9, "Y", "bold red", "has units that are copies of one another",
+          "Initialise the weights randomly (nn.init.kaiming_uniform_ or xavier_uniform_, the "
+          "default of nn.Linear and nn.Conv2d) instead of zeros or a constant: units that start "
+          "equal get equal gradients and never differ. A zero-initialised layer is safe only "
+          "where the layers around it are random."),
 ), short="upd")
 
 LOSS = Signal("loss", "normal", (

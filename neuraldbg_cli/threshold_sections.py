@@ -71,6 +71,9 @@ class UpdateThresholds:
     warmup: int = 10
     frozen_steps: int = 3
     sample: int = 256
+    symmetric_spread: float = 1e-4
+    symmetric_first: int = 5
+    symmetric_every: int = 100
 
 
 @dataclass(frozen=True)

@@ -22,6 +22,7 @@ CASES = {
     "lr_schedule_rise": (("3", "activation", "dead"), "learning_rate", "x5"),
     "adam_high_lr": (("(loss)", "loss", "spiking"), "learning_rate", "Adam learning rate 0.3"),
     "tanh_big_init": (("net.1", "activation", "saturated"), "initialization", "the Xavier scale"),
+    "zero_init": (("0", "update", "symmetric"), "initialization", "copies of one unit"),
     "no_zero_grad": (("(loop)", "loop", "no_zero_grad"), "training_loop", "never reset"),
     "replaced_head": (("head", "update", "frozen"), "training_loop", "no optimizer"),
     "eval_left_on": (("(loop)", "loop", "eval_mode"), "training_loop", "eval() mode"),

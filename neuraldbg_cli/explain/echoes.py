@@ -160,6 +160,19 @@ def big_updates_throw_off(a, b, ctx):
     return None
 
 
+def equal_weights_spread(a, b, ctx):
+    """Weights initialised to zeros or a constant make copies of the units of every layer
+    they touch; their relative steps are large beside weights that start at 0, and equal
+    weights pass small gradients back: one story."""
+    if a.signal != UPDATE or a.state != "symmetric" or b.run != a.run or not _active(a, b.onset):
+        return None
+    if b.signal == UPDATE and b.state in ("symmetric", "too_large") \
+            or b.signal == GRAD and b.state == "vanishing":
+        return f"{a.layer}'s units have been copies of one another since step {a.onset}: " \
+               "the weights started equal"
+    return None
+
+
 def loss_swings_again(a, b, ctx):
     """A loss that spikes, settles and spikes again is one instability (a learning rate too
     high), not several failures: spikes come and go by nature, so they are linked across a
@@ -203,4 +216,5 @@ ECHOES = [nonfinite_spreads, nonfinite_skips_steps, dead_cuts_gradients, change_
           bigger_activations_bigger_gradients, gradient_flows_backward, bad_update_corrupts_weights,
           same_failure_other_rank, worsens_in_place, relapses, loop_mistake_spreads,
           output_mismatch_spreads, norm_drift_spreads, residual_growth_spreads,
-          branch_stopped_skips_block, big_updates_throw_off, loss_swings_again, shows_in_loss]
+          branch_stopped_skips_block, equal_weights_spread, big_updates_throw_off,
+          loss_swings_again, shows_in_loss]

@@ -20,6 +20,7 @@ SQUASH_UNSCALED_RMS = 4.0
 # has shrunk: it normalises the sum, so the decay alone makes full steps towards zero.
 HEAVY_DECAY = 0.01
 _ACTIVATION_KINDS = ("relu", "smooth", "sigmoid", "tanh")
+_UPDATE = states.UPDATE.name
 # States a learning rate too high can bring about.
 _LR_STATES = ("dead", "saturated", "exploding", "nonfinite", "spiking", "diverging", "too_large")
 
@@ -63,6 +64,21 @@ def bad_batch(ep, ctx):
                     "no layer produced them",),
                    "Check the data pipeline for batches of another scale (missing "
                    "normalisation, corrupt or outlier samples); normalise or filter them.")
+
+
+def copied_units(ep, ctx):
+    """Units that are copies of one another after training steps: they started equal (zero
+    or constant weights) and get equal gradients, so no step tells them apart."""
+    if ep.signal != _UPDATE or ep.state != "symmetric":
+        return None
+    spread = ep.stats.get("spread")
+    within = "exactly" if spread == 0 else f"within {spread:.1g} of the largest weight" \
+        if is_number(spread) else "nearly"
+    return Finding("initialization", 0.9, "its units started with equal weights (zeros or a "
+                   "constant) and get equal gradients, so they stay copies of one unit",
+                   (f"at step {ep.onset}, after the optimizer had moved them, every unit of "
+                    f"{ep.layer} had the same incoming weights ({within})",),
+                   states.UPDATE.state("symmetric").fix)
 
 
 def unscaled_input(ep, ctx):
@@ -224,7 +240,7 @@ def unexplained(ep, ctx):
 
 # In order of preference where two are equally strong (max keeps the first).
 CAUSES = [outputs.output_mismatch, mistakes.loop_mistake, stalls.stalled_loss,
-          samples.blamed_samples, bad_batch,
+          samples.blamed_samples, bad_batch, copied_units,
           precision.scaler_trouble, precision.rounded_probability, precision.float16_overflow,
           stalls.unscaled_targets, norms.batch_statistics,
           residuals.residual_growth, unscaled_input,

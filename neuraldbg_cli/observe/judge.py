@@ -13,6 +13,7 @@ from .readout import Readout
 from .residual import SUMS, residual_facts, residual_tensors
 from .stats import collect, grad_values, layer_norm, unit_shares
 from .summaries import Summary, SummaryClock
+from .symmetry import due, spread_tensors, spreads
 from .updates import UpdateBatch
 
 # A NamedTuple's own __new__ is a Python function; tuple.__new__ builds the same record in C
@@ -33,6 +34,10 @@ class StepJudge(OptimizerJudge):
         self.readout = readout or Readout()
         self.growth = thresholds.residual.growth    # (a run of blocks: residual.py)
         self.decay_share = thresholds.gradient.decay_share
+        # (when the units' spreads are read, symmetry.py: counting the steps whose updates
+        # were sampled)
+        self.symmetry = (thresholds.update.symmetric_first, thresholds.update.symmetric_every)
+        self.updated = 0
         self.summaries = SummaryClock(thresholds.summary.every, thresholds.summary.points)
         self.loss_summaries = SummaryClock(thresholds.summary.loss_every,
                                            thresholds.summary.points)
@@ -62,9 +67,16 @@ class StepJudge(OptimizerJudge):
         sums, block_jobs = residual_tensors(blocks) if blocks else ((), ())
         if sums:
             extra = [*extra, *sums]
+        copies, copy_jobs = (), ()
+        if grads and any(type(b) is UpdateBatch for b in grads):    # (a step whose updates
+            self.updated += 1                                       # were sampled)
+            if due(self.updated, *self.symmetry):
+                copies, copy_jobs = spread_tensors(grads)
+        if copies:
+            extra = [*extra, *copies]
         if extra:
             tensors = tensors + extra if tensors else extra
-        job = (step, recs, grads, plan, facts, len(extra), norm_jobs, block_jobs)
+        job = (step, recs, grads, plan, facts, len(extra), norm_jobs, block_jobs, copy_jobs)
         if tensors:
             for values, ready in self.readout.submit(tensors, job):
                 self._judge(values, *ready)
@@ -76,10 +88,15 @@ class StepJudge(OptimizerJudge):
             self._judge(values, *job)
 
     def _judge(self, values: list, step: int, recs: list, grads: list, plan, facts=None,
-               n_extra: int = 0, norm_jobs=(), block_jobs=()) -> None:
+               n_extra: int = 0, norm_jobs=(), block_jobs=(), copy_jobs=()) -> None:
         tail = []                           # the step's own values (StepFacts.tensors)
         if n_extra:
             tail, values = values[-n_extra:], values[:-n_extra]
+        copies = None
+        if copy_jobs:                       # (the units' spreads close the tail: 2 a layer)
+            k = len(tail) - 2 * len(copy_jobs)
+            tail, read = tail[:k], tail[k:]
+            copies = spreads(copy_jobs, read)
         if block_jobs:                      # (the residual sums close the tail: SUMS a block)
             k = len(tail) - SUMS * len(block_jobs)
             tail, read = tail[:k], tail[k:]
@@ -97,7 +114,7 @@ class StepJudge(OptimizerJudge):
             raw, done = grad_values(values, plan)
         skipped = told and told[3] and told[3]["skipped"]   # (scaler: a skipped step)
         middle = self._judge_optimizers(() if skipped else grads, raw, done, recs, step, loss,
-                                        keep)
+                                        keep, copies)
         if norm_jobs:
             for rec, f in normed:
                 if middle is not None and "drift" in f:

@@ -23,10 +23,11 @@ class OptimizerJudge(Verdicts):
     decay_share = 0.1       # (StepJudge sets gradient.decay_share)
 
     def _judge_optimizers(self, grads: list, raw: list, done: list, recs: list, step: int,
-                          loss, keep) -> float | None:
+                          loss, keep, copies: dict | None = None) -> float | None:
         """The step's GradBatches and UpdateBatches `grads`, their values in `raw` (to norm)
-        and `done` (normed), in order; `keep`: the step's Summary or None. Returns the
-        step's median update ratio (None: none moved)."""
+        and `done` (normed), in order; `keep`: the step's Summary or None; `copies`: at a step
+        that read them, layer record -> how far its units are from one another
+        (symmetry.py). Returns the step's median update ratio (None: none moved)."""
         parts, moved, paces = [], [], {}    # (moved: the step's positive ratios)
         pushes = {}     # layer record -> (its ratio, weight decay x ||W||): decay coupled
         for batch in grads:     # (each batch's share of the read; a vector brings its own)
@@ -51,7 +52,7 @@ class OptimizerJudge(Verdicts):
         norms = {}
         for batch, own in parts:
             if type(batch) is UpdateBatch:     # (own: its ratios)
-                self._judge_updates(batch, own, norms, recs, step)
+                self._judge_updates(batch, own, norms, recs, step, copies)
                 if keep is not None:
                     for rec, ratio in own.items():
                         if rec.on_update:
@@ -94,7 +95,8 @@ class OptimizerJudge(Verdicts):
                 self._observe(rec, rec.on_grad, x, step)
         return out
 
-    def _judge_updates(self, batch, found: dict, norms: dict, recs: list, step: int) -> None:
+    def _judge_updates(self, batch, found: dict, norms: dict, recs: list, step: int,
+                       copies: dict | None = None) -> None:
         """Each layer's update ratio (`found`: layer record -> ratio); a layer with no
         gradient that ran this step, before the first one (in the optimizer's order) that
         has one, had its graph cut. (A layer with no gradient after one that has it is a
@@ -111,6 +113,8 @@ class OptimizerJudge(Verdicts):
             norm = norms.get(rec)
             facts = _NO_GRAD if norm is None and i < first else \
                 _RATE_ZERO if batch.rate_zero else None
+            if copies is not None:      # (a reading of its units, rarely: symmetry.py)
+                facts = {**(facts or {}), "spread": copies.get(rec)}
             x = _new(Observation, (rec.kind, None, None, None, None, rec.values, False, norm,
                                    None, found.get(rec), None, facts))
             self._observe(rec, rec.on_update, x, step)

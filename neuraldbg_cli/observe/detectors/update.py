@@ -1,5 +1,6 @@
 """Update health: steps too large for a layer's weights, a layer that never changes although
-it gets gradients, a layer that gets no gradient although the layers after it do."""
+it gets gradients, a layer that gets no gradient although the layers after it do, a layer
+whose units are copies of one another."""
 from __future__ import annotations
 
 import math
@@ -13,13 +14,16 @@ _NEEDS = frozenset((GRAD_NORM, PARAM_UPDATE))
 
 
 class UpdateHistory:
-    """Steps judged so far, and how many in a row left the weights unchanged."""
+    """Steps judged so far, how many in a row left the weights unchanged, whether any moved
+    them, and the last reading of how far its units are from one another (symmetry.py)."""
 
-    __slots__ = ("steps", "still")
+    __slots__ = ("steps", "still", "moved", "spread")
 
     def __init__(self):
         self.steps = 0
         self.still = 0
+        self.moved = False
+        self.spread = None
 
 
 class UpdateDetector(Detector):
@@ -28,7 +32,8 @@ class UpdateDetector(Detector):
     facts (from the step end): "no_grad": none of its parameters has a gradient while a
     layer after it in the optimizer's order has one (a cut graph); "in_no_optimizer": its
     parameters get gradients but no optimizer holds them; "rate_zero": every learning rate
-    of its optimizer is 0."""
+    of its optimizer is 0; "spread" (at the steps that read it, rarely): how far its units'
+    weights are from one another, over their largest magnitude (None: all zero)."""
 
     signal = states.UPDATE
 
@@ -52,6 +57,11 @@ class UpdateDetector(Detector):
                 return "frozen", {"in_no_optimizer": True, **(
                     {"shared_optimizers": True} if facts.get("shared_optimizers") else {})}
         ratio, grad = x.update_ratio, x.grad_norm
+        spread = facts["spread"] if facts and "spread" in facts else history.spread
+        if spread is not None and spread <= th.symmetric_spread and (history.moved or ratio):
+            # (moved: equal weights not trained yet, a warm-up from 0, are no copies yet; a
+            # reading of them is not kept, see remember)
+            return "symmetric", {"spread": spread}
         if ratio is None or not math.isfinite(ratio):
             return "normal", {}
         if ratio == 0.0 and grad is not None and grad > 0 and history.still + 1 >= th.frozen_steps:
@@ -68,6 +78,10 @@ class UpdateDetector(Detector):
         history.steps += 1
         frozen = x.update_ratio == 0.0 or bool(x.facts and x.facts.get("in_no_optimizer"))
         history.still = history.still + 1 if frozen else 0
+        if x.update_ratio:
+            history.moved = True
+        if x.facts and "spread" in x.facts:
+            history.spread = x.facts["spread"] if history.moved else None
 
     def evidence(self, x: Observation, extra: dict) -> dict:
         stats = {"update_ratio": x.update_ratio, "grad_norm": x.grad_norm}
