@@ -61,7 +61,7 @@ class Thresholds:
 
 # Valid ranges, by dotted key; a key absent here accepts any positive number.
 _RATIOS = {"dead_ratio", "saturated_ratio", "min_grad", "sparsity_jump", "smoothing", "scale_smoothing",
-           "vanishing_ratio", "stall_fraction", "collapse_ratio", "exploding_share"}
+           "vanishing_ratio", "stall_fraction", "collapse_ratio", "exploding_share", "symmetric_spread"}
 _AT_LEAST_ONE = {"magnitude_factor", "exploding_factor", "spike_factor", "diverging_factor",
                  "scale_factor", "growth", "branch_growth"}
 

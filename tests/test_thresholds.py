@@ -25,6 +25,8 @@ def test_override_one_key_keeps_the_rest():
     ("nonsense: 1\n", ["nonsense"]),
     ('relu: {dead_ratio: "high"}\n', ["relu.dead_ratio"]),
     ("relu: {dead_ratio: 1.5}\n", ["relu.dead_ratio", "1.5"]),
+    ("update: {symmetric_spread: 2}\n", ["update.symmetric_spread", "(0, 1]"]),
+    ("update: {symmetric_every: 0}\n", ["update.symmetric_every"]),
     ("relu: {dead_ratio: 0}\n", ["relu.dead_ratio"]),
     ("relu: {dead_ratio: .nan}\n", ["relu.dead_ratio"]),
     ("anomaly: {window: 2.5}\n", ["anomaly.window"]),
@@ -35,7 +37,8 @@ def test_override_one_key_keeps_the_rest():
     ("fail_on: [dead, deadish]\n", ["fail_on", "deadish"]),
     ("relu: 3\n", ["relu"]),
     ("just a string\n", ["mapping"]),
-], ids=["unknown-key", "unknown-section", "wrong-type", "above-range", "zero-ratio", "nan",
+], ids=["unknown-key", "unknown-section", "wrong-type", "above-range", "spread-above-range",
+        "every-zero", "zero-ratio", "nan",
         "not-int", "factor-below-1", "bool-not-int", "float-not-int", "negative",
         "bad-state", "section-not-mapping", "not-mapping"])
 def test_invalid_values_name_the_file_and_the_key(tmp_path, content, needles):
