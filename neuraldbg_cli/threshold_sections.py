@@ -167,4 +167,4 @@ class VerdictThresholds:
     hold_steps: int = 10
     recurring: int = 5
     recurring_within: int = 500
-    at_end: tuple[str, ...] = ("stalled",)
+    at_end: tuple[str, ...] = ("stalled", "symmetric")

@@ -9,8 +9,9 @@ transition as it happened; only episodes that *last* fail the run:
   ends while it still holds (it never recovered), or when its layer has fallen into it
   `recurring` times within `recurring_within` observed steps (a loss that keeps spiking, a
   layer that keeps dying; not a converged, noisy loss with a spike every thousand steps);
-- a state named in `at_end` (a stalled loss: a slow start that learns later is no failure)
-  counts only while it still holds when the run ends; so does a layer frozen while its
+- a state named in `at_end` (a stalled loss: a slow start that learns later is no failure;
+  units that are copies of one another until rounding sets them apart) counts only while
+  it still holds when the run ends; so does a layer frozen while its
   optimizer's every learning rate is 0 (`rate_zero`: a warm-up from 0 changes nothing at
   first, a rate of 0 for good never does);
 - an episode whose transition says `no_signal` (a loss that stays flat while the weights move
@@ -40,7 +41,7 @@ class Rule:
     hold_steps: int = 10
     recurring: int = 5
     recurring_within: int = 500
-    at_end: frozenset = frozenset(("stalled",))
+    at_end: frozenset = frozenset(("stalled", "symmetric"))
     every: int = 1
 
     @classmethod

@@ -13,13 +13,16 @@ from neuraldbg_cli.observe.symmetry import due
 from neuraldbg_cli.trace import read_trace
 
 
-def _classify(model, steps, lr=0.5, shape=(20,), schedule=None):
-    """Cross-entropy on a learnable 5-class problem, SGD at `lr` (times `schedule(step)`)."""
+def _classify(model, steps, lr=0.5, shape=(20,), schedule=None, before_step=None):
+    """Cross-entropy on a learnable 5-class problem, SGD at `lr` (times `schedule(step)`);
+    `before_step(step)` runs at the start of each step."""
     torch.manual_seed(1)
     x = torch.randn(256, *shape)
     y = (x.flatten(1) @ torch.randn(x[0].numel(), 5)).argmax(1)
     opt = torch.optim.SGD([p for p in model.parameters() if p.requires_grad], lr=lr)
     for step in range(steps):
+        if before_step is not None:
+            before_step(step)
         if schedule is not None:
             for group in opt.param_groups:
                 group["lr"] = lr * schedule(step)
@@ -63,6 +66,32 @@ def test_a_model_initialised_to_zeros_or_a_constant_has_units_that_are_copies(tm
     top = analyze([read_trace(trace)]).hypotheses[0]
     assert (top.symptom, top.cause) == ("symmetric", "initialization"), top
     assert "copies" in top.summary and "zeros" in top.fix
+
+
+@pytest.mark.parametrize("apart,fails", [(2e-3, True), (0.3, False)])
+def test_copies_that_rounding_sets_apart_before_the_end_are_a_blip(tmp_path, hooks_clean, apart,
+                                                                    fails):
+    """Rounding sets copies apart in time (a sigmoid MLP of 100 units so initialised learns
+    after a few hundred steps): they stay copies until 100x further apart than it takes to be
+    read as copies, and fail the run only if they still are when it ends. Here the weights
+    are set apart by hand at step 50, by 2e-3 (still copies at the reading of step 104) or
+    by 0.3 (a blip from step 4 to 104) of their largest magnitude."""
+    model = _mlp()
+    for p in model.parameters():
+        nn.init.zeros_(p)
+
+    def set_apart(step):
+        if step == 50:
+            with torch.no_grad():
+                for layer in (model[0], model[2]):
+                    w = layer.weight
+                    w.add_(apart * w.abs().max() * torch.rand_like(w))
+    found, dbg, _ = _run(tmp_path, model, steps=110, before_step=set_apart)
+    assert {(t["layer"], t["step"]) for t in found} == {("0", 4), ("2", 4)}, dbg.transitions
+    back = {t["layer"] for t in dbg.transitions if t["from"] == "symmetric"}
+    assert back == (set() if fails else {"0", "2"}), dbg.transitions
+    copies = {t["layer"] for t in dbg.failures() if t["to"] == "symmetric"}
+    assert copies == ({"0", "2"} if fails else set()), dbg.failures()
 
 
 @pytest.mark.parametrize("transposed", [False, True])

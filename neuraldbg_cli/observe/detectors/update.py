@@ -13,17 +13,25 @@ from .base import GRAD_NORM, NOTHING, PARAM_UPDATE, Detector, Observation
 _NEEDS = frozenset((GRAD_NORM, PARAM_UPDATE))
 
 
+# Units read as copies stay so until they are this many times further apart than it takes
+# to be read as copies: rounding drifts copies apart slowly, and the units stay alike long after
+# the first difference shows.
+_COPIES_EXIT = 100.0
+
+
 class UpdateHistory:
     """Steps judged so far, how many in a row left the weights unchanged, whether any moved
-    them, and the last reading of how far its units are from one another (symmetry.py)."""
+    them, the last reading of how far its units are from one another (symmetry.py) and
+    whether they were read as copies."""
 
-    __slots__ = ("steps", "still", "moved", "spread")
+    __slots__ = ("steps", "still", "moved", "spread", "copies")
 
     def __init__(self):
         self.steps = 0
         self.still = 0
         self.moved = False
         self.spread = None
+        self.copies = False
 
 
 class UpdateDetector(Detector):
@@ -57,10 +65,8 @@ class UpdateDetector(Detector):
                 return "frozen", {"in_no_optimizer": True, **(
                     {"shared_optimizers": True} if facts.get("shared_optimizers") else {})}
         ratio, grad = x.update_ratio, x.grad_norm
-        spread = facts["spread"] if facts and "spread" in facts else history.spread
-        if spread is not None and spread <= th.symmetric_spread and (history.moved or ratio):
-            # (moved: equal weights not trained yet, a warm-up from 0, are no copies yet; a
-            # reading of them is not kept, see remember)
+        spread = self._copies(x, history)
+        if spread is not None:
             return "symmetric", {"spread": spread}
         if ratio is None or not math.isfinite(ratio):
             return "normal", {}
@@ -75,6 +81,7 @@ class UpdateDetector(Detector):
         return "normal", {}
 
     def remember(self, x: Observation, history: UpdateHistory) -> None:
+        history.copies = self._copies(x, history) is not None
         history.steps += 1
         frozen = x.update_ratio == 0.0 or bool(x.facts and x.facts.get("in_no_optimizer"))
         history.still = history.still + 1 if frozen else 0
@@ -82,6 +89,17 @@ class UpdateDetector(Detector):
             history.moved = True
         if x.facts and "spread" in x.facts:
             history.spread = x.facts["spread"] if history.moved else None
+
+    def _copies(self, x: Observation, history: UpdateHistory) -> float | None:
+        """How far the layer's units are from one another, where they are copies (the
+        reading of this step, or the last one); else None. Equal weights not moved yet (a
+        warm-up from 0) are no copies yet: such a reading is not kept (remember)."""
+        facts = x.facts
+        spread = facts["spread"] if facts and "spread" in facts else history.spread
+        if spread is None or not (history.moved or x.update_ratio):
+            return None
+        limit = self.th.update.symmetric_spread * (_COPIES_EXIT if history.copies else 1.0)
+        return spread if spread <= limit else None
 
     def evidence(self, x: Observation, extra: dict) -> dict:
         stats = {"update_ratio": x.update_ratio, "grad_norm": x.grad_norm}
