@@ -21,17 +21,16 @@ _COPIES_EXIT = 100.0
 
 class UpdateHistory:
     """Steps judged so far, how many in a row left the weights unchanged, whether any moved
-    them, the last reading of how far its units are from one another (symmetry.py) and
-    whether they were read as copies."""
+    them, and, where the last reading of its units (symmetry.py) found them copies of one
+    another, how far apart they were (else None)."""
 
-    __slots__ = ("steps", "still", "moved", "spread", "copies")
+    __slots__ = ("steps", "still", "moved", "spread")
 
     def __init__(self):
         self.steps = 0
         self.still = 0
         self.moved = False
         self.spread = None
-        self.copies = False
 
 
 class UpdateDetector(Detector):
@@ -65,7 +64,9 @@ class UpdateDetector(Detector):
                 return "frozen", {"in_no_optimizer": True, **(
                     {"shared_optimizers": True} if facts.get("shared_optimizers") else {})}
         ratio, grad = x.update_ratio, x.grad_norm
-        spread = self._copies(x, history)
+        # (a reading of the units at this step, rarely; else the last one's verdict)
+        spread = self._copies(facts["spread"], x, history) if facts and "spread" in facts \
+            else history.spread
         if spread is not None:
             return "symmetric", {"spread": spread}
         if ratio is None or not math.isfinite(ratio):
@@ -81,24 +82,24 @@ class UpdateDetector(Detector):
         return "normal", {}
 
     def remember(self, x: Observation, history: UpdateHistory) -> None:
-        history.copies = self._copies(x, history) is not None
+        facts = x.facts
+        if facts and "spread" in facts:
+            history.spread = self._copies(facts["spread"], x, history)
         history.steps += 1
-        frozen = x.update_ratio == 0.0 or bool(x.facts and x.facts.get("in_no_optimizer"))
+        frozen = x.update_ratio == 0.0 or bool(facts and facts.get("in_no_optimizer"))
         history.still = history.still + 1 if frozen else 0
         if x.update_ratio:
             history.moved = True
-        if x.facts and "spread" in x.facts:
-            history.spread = x.facts["spread"] if history.moved else None
 
-    def _copies(self, x: Observation, history: UpdateHistory) -> float | None:
-        """How far the layer's units are from one another, where they are copies (the
-        reading of this step, or the last one); else None. Equal weights not moved yet (a
-        warm-up from 0) are no copies yet: such a reading is not kept (remember)."""
-        facts = x.facts
-        spread = facts["spread"] if facts and "spread" in facts else history.spread
+    def _copies(self, spread: float | None, x: Observation, history: UpdateHistory):
+        """`spread` (a reading of how far the layer's units are from one another) where it
+        reads them as copies, else None. Copies stay so until _COPIES_EXIT times further
+        apart; equal weights not moved yet (a warm-up from 0) are no copies yet."""
         if spread is None or not (history.moved or x.update_ratio):
             return None
-        limit = self.th.update.symmetric_spread * (_COPIES_EXIT if history.copies else 1.0)
+        limit = self.th.update.symmetric_spread
+        if history.spread is not None:
+            limit *= _COPIES_EXIT
         return spread if spread <= limit else None
 
     def evidence(self, x: Observation, extra: dict) -> dict:
