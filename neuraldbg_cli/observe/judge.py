@@ -68,10 +68,12 @@ class StepJudge(OptimizerJudge):
         if sums:
             extra = [*extra, *sums]
         copies, copy_jobs = (), ()
-        if grads and any(type(b) is UpdateBatch for b in grads):    # (a step whose updates
-            self.updated += 1                                       # were sampled)
-            if due(self.updated, *self.symmetry):
-                copies, copy_jobs = spread_tensors(grads)
+        for batch in grads:
+            if type(batch) is UpdateBatch:      # (a step whose updates were sampled)
+                self.updated += 1
+                if due(self.updated, *self.symmetry):
+                    copies, copy_jobs = spread_tensors(grads)
+                break
         if copies:
             extra = [*extra, *copies]
         if extra:
