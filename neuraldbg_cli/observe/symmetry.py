@@ -7,12 +7,14 @@ output and, when the layer after them also holds the same weights for each of th
 same gradient: no step can tell them apart, and the layer is worth one unit. Random weights
 anywhere around them break the tie at the first step, which is why the reading is taken
 after steps, never of the initial weights (a zero-initialised layer fed to a random one is
-healthy). Rounding lets copies drift apart by a few parts in a million, so units count as
-copies within `update.symmetric_spread` of the weights' largest magnitude.
+healthy). Rounding sets copies apart, a few parts in a million at first and more with every
+step, so units count as copies within `update.symmetric_spread` of the weights' largest
+magnitude (the update detector keeps them copies until 100x further apart, and the verdict
+counts them only if they still are when the run ends).
 
 A reading is one pass over each weight (its per-input minimum and maximum over the units),
-so it is taken rarely: at the `first`-th observed step and every `every` steps after it, its
-two numbers a layer read with the step's others.
+so it is taken rarely: at the `update.symmetric_first`-th step whose updates were sampled and
+every `update.symmetric_every` after it, its two numbers a layer read with the step's others.
 """
 from __future__ import annotations
 
