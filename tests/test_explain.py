@@ -167,3 +167,21 @@ def test_a_spike_that_returns_later_is_told_with_its_own_recovery(tmp_path, caps
     assert (top["symptom"], top["step"]) == ("spiking", 47)
     assert "recovered at step 48, 1 step(s) after the onset; the last of the others at step 71" \
         in top["evidence"], top["evidence"]
+
+
+def test_a_failure_that_recovered_while_its_echo_lasted_says_which_lasted(tmp_path, capsys):
+    """Class-sorted data: every target class 0 for the first 140 steps, and the loss stalled
+    from step 100 to the end. The first failure recovered; only its echo lasted."""
+    t = TraceMaker()
+    told = {"loss_fn": "nll_loss", "activation": "log_softmax", "normalised": 3, "units": 3,
+            "rows": 1, "target": "index", "output_min": -1.1, "output_max": -1.1,
+            "target_min": 0.0, "target_max": 0.0, "target_classes": 1.0,
+            "output_shape": [3], "target_shape": [1]}
+    t.tr(50, "(output)", "one_class", signal="output", why="one_class", steps=51, **told)
+    t.tr(100, "(loss)", "stalled", signal="loss", loss=1.098, loss_median=1.098, loss_start=1.099)
+    t.tr(140, "(output)", "normal", signal="output")
+    _, doc, _ = run_json(capsys, t.end(400).write(tmp_path / "t.jsonl"))
+    top = doc["hypotheses"][0]
+    assert (top["symptom"], top["step"], top["cause"]) == ("one_class", 50, "input_data")
+    assert "recovered at step 140, 90 step(s) after the onset" in top["evidence"], top["evidence"]
+    assert "the others lasted to the end of the run (step 399)" in top["evidence"], top["evidence"]

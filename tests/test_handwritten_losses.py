@@ -34,6 +34,8 @@ X = torch.randn(64, 4)
 BINARY = (X[:, :1] > 0).float()
 PRICES = 1000 + 300 * X[:, :1]
 ONE_HOT = nn.functional.one_hot((X[:, 0] > 0).long(), 2).float()
+LABELS = (X[:, 0] > 0).long() + (X[:, 1] > 0).long()      # 3 classes
+ROWS = range(len(X))
 
 MISTAKES = {
     "softmax over one unit": (lambda: _mlp(nn.Softmax(dim=1)),
@@ -55,6 +57,13 @@ MISTAKES = {
         "mismatched", "broadcast"),
     "BCE on 0..255 targets": (lambda: _mlp(nn.Sigmoid()), lambda o: _bce(o, 255 * BINARY),
                               "unreachable", "targets_not_probabilities"),
+    # each row's class picked out of log-probabilities: the negative log-likelihood by hand
+    "log_softmax over the batch, each row's class picked": (
+        lambda: _mlp(out=3), lambda o: -torch.log_softmax(o, 0)[ROWS, LABELS].mean(),
+        "mismatched", "normalised_other_dim"),
+    "log_softmax over one unit, each row's class gathered": (
+        lambda: _mlp(), lambda o: -o.log_softmax(1).gather(1, 0 * LABELS[:, None]).mean(),
+        "constant", "normalised_one_unit"),
 }
 
 HEALTHY = {
@@ -70,6 +79,13 @@ HEALTHY = {
         lambda: _mlp(), lambda o: ((PRICES[:, 0] / 1000 - o.squeeze(1)) ** 2).mean()),
     "MSE of one column of a wider output": (
         lambda: _mlp(out=3), lambda o: ((o[:, 0] - PRICES[:, 0] / 1000) ** 2).mean()),
+    "NLL by hand: each row's class picked out of log_softmax": (
+        lambda: _mlp(out=3), lambda o: -o.log_softmax(1)[ROWS, LABELS].mean()),
+    "NLL by hand, gathered, with label smoothing (timm, fairseq)": (
+        lambda: _mlp(out=3), lambda o: 0.9 * -o.log_softmax(-1).gather(-1, LABELS[:, None]).mean()
+        + 0.1 * -o.log_softmax(-1).mean()),
+    "d2l's cross-entropy: the log of each row's picked softmax probability": (
+        lambda: _mlp(out=3), lambda o: -torch.log(torch.softmax(o, 1)[ROWS, LABELS]).mean()),
 }
 
 
@@ -90,6 +106,34 @@ def test_each_classic_output_mistake_is_named_with_a_hand_written_loss(tmp_path,
 def test_healthy_hand_written_losses_are_not_findings(tmp_path, name):
     build, loss_of = HEALTHY[name]
     assert all(state == "normal" for state, _ in _output_states(tmp_path, build(), loss_of))
+
+
+ONE_LABEL = torch.zeros(len(X), dtype=torch.long)       # every row class 0 (labels / 255)
+# (the model, the loss of its output, whether every target being one class is named)
+PICKED = {
+    "NLL by hand on labels all class 0": (
+        lambda o: -o.log_softmax(1)[ROWS, ONE_LABEL].mean(), True),
+    "d2l's cross-entropy on labels all class 0": (
+        lambda o: -torch.log(torch.softmax(o, 1)[ROWS, ONE_LABEL]).mean(), True),
+    "one example a step, its class picked by an int (sorted data, per-example SGD)": (
+        lambda o: -o[0].log_softmax(0)[0], True),
+    # not class losses: the log-probability of the action taken weighted by its advantage
+    # (REINFORCE, the actor of A2C), a contrastive loss's positive kept in column 0
+    "REINFORCE: the actions' log-probabilities times their advantages": (
+        lambda o: -(o.log_softmax(1)[ROWS, ONE_LABEL] * (X[:, 2] - 0.1)).mean(), False),
+    "REINFORCE by hand: the log of the actions' probabilities times their returns": (
+        lambda o: -(torch.log(torch.softmax(o, 1)[ROWS, ONE_LABEL]) * (X[:, 2] + 3)).mean(),
+        False),
+    "a contrastive loss whose positive is column 0": (
+        lambda o: -o.log_softmax(1)[:, 0].mean(), False),
+}
+
+
+@pytest.mark.parametrize("name", sorted(PICKED))
+def test_targets_of_one_class_picked_by_hand_are_named_only_in_a_class_loss(tmp_path, name):
+    loss_of, named = PICKED[name]
+    found = _output_states(tmp_path, _mlp(out=3), loss_of, steps=80)
+    assert (("one_class", "one_class") in found) == named, found
 
 
 def test_a_model_of_bare_tensors_is_stepped_by_backward(tmp_path):

@@ -141,12 +141,18 @@ def aftermath(ep: Episode, others: list, recovered, run: Run, multi: bool) -> li
                    f"the last of the others at step {recovered}")
     elif recovered is not None:
         out.append(f"recovered at step {recovered}, {recovered - ep.onset} step(s) after the onset")
-    elif run.status in ("failed", "interrupted"):
-        ended = "failed" if run.status == "failed" else "was interrupted"
-        out.append(f"still going when the run {ended} after {run.steps} steps"
-                   + (f": {run.error}" if run.error else ""))
     else:
-        out.append(f"lasted to the end of the run (step {run.last_step})")
+        # (where it recovered and the rest of its story did not, how that rest ended)
+        rest = ""
+        if ep.recovered:
+            out.append(f"recovered at step {ep.end}, {ep.end - ep.onset} step(s) after the onset")
+            rest = "the others "
+        if run.status in ("failed", "interrupted"):
+            ended = "failed" if run.status == "failed" else "was interrupted"
+            out.append(f"{rest}still going when the run {ended} after {run.steps} steps"
+                       + (f": {run.error}" if run.error else ""))
+        else:
+            out.append(f"{rest}lasted to the end of the run (step {run.last_step})")
     return out
 
 

@@ -9,6 +9,12 @@ where no functional loss was seen), the graph from the loss is searched breadth 
 - a log taken of it through nothing but clamps, `1 - p` and indexing: a likelihood, which
   expects probabilities (`log_likelihood`); the prediction is the model's output, or a
   sigmoid/softmax/tanh applied to it on the way (a softmax taken in the training loop);
+  where indexing picked each row's class (`-torch.log(p[range(n), y])`), its index is
+  the targets;
+- each row's class picked out of a log_softmax (`-lp[range(n), y].mean()`,
+  `-lp.gather(1, y[:, None])`, `-lp[y]` of one example): a negative log-likelihood with
+  class-index targets, read as `nll_loss` is; a weight on each row on its way to the loss
+  (REINFORCE's advantages, a mask) makes it something else, which is not read;
 - a difference with the targets (`pred - y`) squared or taken absolute: a regression
   (`mse_loss`, `l1_loss`); the difference the power or `abs` saved gives the targets back
   (y = pred - d), and its shape shows a broadcast ((N, 1) against (N,) gives (N, N)).
@@ -22,8 +28,8 @@ from __future__ import annotations
 
 import torch
 
-from .loss_graph import activation_at, activation_of, node_name
-from .pairing import LossCall, low_dtype, rows_of
+from .loss_graph import activation_at, activation_of, node_name, reaches
+from .pairing import LossCall, low_dtype, read_call, rows_of
 
 MAX_NODES = 64      # autograd nodes visited at most from the loss
 LOG_LIKELIHOOD = "log_likelihood"
@@ -42,6 +48,12 @@ _RESHAPES = _DIRECT - {"ClampBackward", "ClampMinBackward", "ClampMaxBackward", 
 # What produces a linear output (no activation): a Linear, a matmul, a convolution.
 _LINEAR = frozenset(("AddmmBackward", "MmBackward", "AddBackward", "LinearBackward",
                      "ConvolutionBackward", "BmmBackward", "MvBackward", "MatmulBackward"))
+# Picking each row's class; and between that pick and the loss, what keeps it a class loss
+# (a mean, a sum of terms, a constant factor: label smoothing's 1 - eps)
+_PICKS = frozenset(("SelectBackward", "IndexBackward", "GatherBackward"))
+_TO_LOSS = frozenset(("NegBackward", "MeanBackward", "SumBackward", "AddBackward", "MulBackward",
+                      "DivBackward", "SqueezeBackward", "UnsqueezeBackward", "ViewBackward",
+                      "UnsafeViewBackward", "ReshapeAliasBackward"))
 _DIFFERENCE_USERS = {"PowBackward": "mse_loss", "MulBackward": "mse_loss", "AbsBackward": "l1_loss"}
 _NAMES = ("output_min", "output_max", "target_min", "target_max")
 
@@ -60,11 +72,15 @@ def read_handwritten(loss: torch.Tensor, out: torch.Tensor | None) -> LossCall |
         seen += 1
         kind = node_name(fn)
         if kind in _LOGS:
-            found = _log_of(fn, parent[fn], out, target_fn)
+            found = _log_of(fn, parent, out, target_fn)
             if found is not None:
                 return found
         elif kind == "SubBackward" and parent[fn] is not None:
             found = _regression(fn, parent[fn], out, target_fn)
+            if found is not None:
+                return found
+        elif kind in _PICKS:
+            found = _picked_log_prob(fn, parent, target_fn)
             if found is not None:
                 return found
         if fn is target_fn:
@@ -97,23 +113,33 @@ def _prediction(fn, out, target_fn):
     return None
 
 
-def _log_of(log_fn, user, out, target_fn) -> LossCall | None:
-    """log(p): p is the prediction, through clamps, 1 - p and indexing; `user`, the node
-    that took the log (t * log(p): the targets are what it saved besides)."""
+def _log_of(log_fn, parent: dict, out, target_fn) -> LossCall | None:
+    """log(p): p is the prediction, through clamps, 1 - p and indexing; parent[log_fn], the
+    node that took the log (t * log(p): the targets are what it saved besides)."""
     fn = log_fn.next_functions[0][0] if log_fn.next_functions else None
+    pick = None
     for _ in range(MAX_NODES):
         if fn is None or fn is target_fn or activation_at(fn) is not None:
             break
         if node_name(fn) not in _DIRECT:
             return None     # (a log of something computed from the output: a density)
+        pick = fn
         # (1 - p, p + eps: the operand with a gradient is the way to the prediction)
         fn = next((n for n, _ in fn.next_functions if n is not None), None)
     found = _prediction(fn, out, target_fn)
     if found is None or found[0].dim() == 0:
         return None
     pred, act, size, _ = found
+    # (each row's class picked from the prediction itself, in a class loss: its index is the
+    # targets; -log(p[range(n), a]) * advantage is a policy's loss, its actions no labels)
+    picked = _class_index(pick, pred) if pick is not None and pred.dim() <= 2 \
+        and pick.next_functions[0][0] is fn and _to_loss(log_fn, parent) else None
+    if picked is not None:      # (one example's row of probabilities read as a batch of 1)
+        return read_call(LOG_LIKELIHOOD, pred if pred.dim() == 2 else pred.reshape(1, -1),
+                         picked[1])._replace(activation=act, normalised=size,
+                                             dtype=low_dtype(pred))
     o = _rows(pred)
-    target = _targets_of(user)
+    target = _targets_of(parent[log_fn])
     if target is not None:
         t = rows_of(target.detach(), target.dim() - 1 if target.dim() >= 2 else None).float()
         bounds = [*t.aminmax()]
@@ -122,6 +148,69 @@ def _log_of(log_fn, user, out, target_fn) -> LossCall | None:
     return LossCall(LOG_LIKELIHOOD, act, size, _units(pred), int(o.shape[0]), "float",
                     tuple(pred.shape), tuple(pred.shape), _NAMES, [*o.aminmax(), *bounds],
                     dtype=low_dtype(pred))
+
+
+def _picked_log_prob(pick, parent: dict, target_fn) -> LossCall | None:
+    """-lp[range(n), y]: each row's class picked out of a log_softmax, and nothing but
+    means, sums and constant factors on its way to the loss: the LossCall of `nll_loss` on
+    those log-probabilities and targets."""
+    lsm = pick.next_functions[0][0] if pick.next_functions else None
+    if lsm is None or node_name(lsm) != "LogSoftmaxBackward" or not _to_loss(pick, parent):
+        return None
+    picked = _class_index(pick, lsm._saved_result)
+    if picked is None:
+        return None
+    lp, targets = picked
+    # (None where the model's output is not known: a model of bare tensors)
+    model = None if target_fn is None else reaches(lsm.next_functions[0][0], target_fn)
+    return read_call("nll_loss", lp, targets)._replace(dtype=low_dtype(lp), from_model=model)
+
+
+def _to_loss(node, parent: dict) -> bool:
+    """The way up from `node` to the loss holds nothing but means, sums, reshapes and
+    factors of one value (a factor per row, an advantage or a mask, is not a class loss's)."""
+    node = parent[node]
+    while node is not None:
+        kind = node_name(node)
+        if kind not in _TO_LOSS:
+            return False
+        if kind in ("MulBackward", "DivBackward") and any(
+                isinstance(t, torch.Tensor) and t.numel() > 1
+                for t in (getattr(node, "_saved_self", None), getattr(node, "_saved_other", None))):
+            return False
+        node = parent[node]
+    return True
+
+
+def _class_index(pick, probs: torch.Tensor) -> tuple | None:
+    """(probs with its classes at dimension 1 (a row of one example: 0), each row's class
+    index) where the autograd node `pick` took one class per row out of `probs`, else None
+    (a slice, a column of constant index, several classes a row)."""
+    kind, n = node_name(pick), probs.dim()
+    if kind not in _PICKS:
+        return None
+    if kind == "SelectBackward":        # lp[y] of one example (an int, or a 0-d tensor)
+        if n != 1:
+            return None     # (lp[:, 0]: the same class for every row, by construction)
+        index = int(pick._saved_index) % probs.shape[0]
+        return probs, torch.tensor([index], device=probs.device)
+    if kind == "GatherBackward":        # lp.gather(dim, y.unsqueeze(dim))
+        dim, index = _dim(pick._saved_dim, n), pick._saved_index
+        if index.dim() != n or index.shape[dim] != 1:
+            return None
+        return (probs.movedim(dim, 1) if n >= 2 and dim != 1 else probs), index.squeeze(dim)
+    indices = pick._saved_indices       # lp[range(n), y]
+    if n == 2 and len(indices) == 2 and all(
+            isinstance(i, torch.Tensor) and i.dim() == 1 and not i.is_floating_point()
+            and i.dtype != torch.bool for i in indices) and indices[0].shape == indices[1].shape:
+        return probs, indices[1]
+    return None
+
+
+def _dim(dim: int, n: int) -> int:
+    if dim >= 2 ** 63:      # (a negative dim comes back as an unsigned int64)
+        dim -= 2 ** 64
+    return dim % n
 
 
 def _targets_of(user) -> torch.Tensor | None:

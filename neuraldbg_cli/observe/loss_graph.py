@@ -41,7 +41,12 @@ def from_output(out: torch.Tensor, model_out) -> bool | None:
     logits), not assembled from it (a contrastive loss's `cat([pos, neg]) / T`); None: unknown."""
     if model_out is None or model_out.grad_fn is None:
         return None
-    fn, to = out.grad_fn, model_out.grad_fn
+    return reaches(out.grad_fn, model_out.grad_fn)
+
+
+def reaches(fn, to) -> bool:
+    """Whether the autograd node `fn` is `to`, or leads to it through nothing but reshapes,
+    copies and scales."""
     for _ in range(_DEPTH):
         if fn is to:
             return True

@@ -25,6 +25,8 @@ _NEEDS = frozenset((PAIRING,))
 _BOUNDS = {"sigmoid": (0.0, 1.0), "softmax": (0.0, 1.0), "tanh": (-1.0, 1.0)}
 _PROBABILITIES = ("sigmoid", "softmax")
 _BCE_SLACK = 1e-3           # BCE targets this far outside 0..1: not rounding
+# Losses whose targets may be class indices (a hand-written log of each row's picked class too)
+_INDEXED = (*CLASS_LOSSES, LOG_LIKELIHOOD)
 
 
 class OutputHistory:
@@ -62,7 +64,7 @@ class OutputDetector(Detector):
         # (not a contrastive loss's logits, whose positive is always class 0: no classifier's;
         # nor with several optimizers: a GAN's discriminator takes real and fake batches in
         # calls of their own, each of one class, and only a step's first call is read)
-        if f["loss_fn"] in CLASS_LOSSES and f["target"] == "index" and h.index and lo == hi \
+        if f["loss_fn"] in _INDEXED and f["target"] == "index" and h.index and lo == hi \
                 and steps >= self.th.output.one_class_steps and f.get("from_model") is not False \
                 and not f.get("several"):
             return "one_class", {**_quoted(f), "why": "one_class", "steps": steps}
@@ -133,7 +135,8 @@ def _unreachable(f: dict, h, th):
         margin = th.beyond * (hi - lo)
         if t_max > hi + margin or t_min < lo - margin:
             return "unreachable", "bounded_output"
-    if loss in (*BCE_LOSSES, LOG_LIKELIHOOD) and (t_min < -_BCE_SLACK or t_max > 1 + _BCE_SLACK):
+    if (loss in BCE_LOSSES or loss == LOG_LIKELIHOOD and f["target"] != "index") \
+            and (t_min < -_BCE_SLACK or t_max > 1 + _BCE_SLACK):
         return "unreachable", "targets_not_probabilities"     # (NaN: targets not read)
     return None
 
