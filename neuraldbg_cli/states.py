@@ -135,6 +135,10 @@ LOOP = Signal("loop", "normal", (
     State("no_backward", True, 0.95, "B", "bold red", "stepped the optimizer without "
           "backward()", "Call loss.backward() before optimizer.step() in every step (the "
           "gradients are what the optimizer applies)."),
+    State("no_gradient", True, 0.95, "J", "bold red", "stepped the optimizer on no "
+          "gradient from backward()", "Compute the loss from the model's output with gradients "
+          "on: no torch.no_grad(), .detach(), .item(), .numpy() or torch.tensor(...) on its way "
+          "(`loss.requires_grad = True` silences the error and trains nothing)."),
     State("no_step", True, 0.95, "H", "bold red", "never stepped the optimizer",
           "Call optimizer.step() after loss.backward() in every step (a learning-rate "
           "scheduler's step() does not update the weights; the optimizer's does)."),

@@ -11,7 +11,7 @@ from torch.nn import functional as F
 from conftest import trace_events, train
 from neuraldbg_cli import NeuralDbg
 from neuraldbg_cli.errors import InputError
-from neuraldbg_cli.explain.analysis import analyze
+from neuraldbg_cli.explain.analysis import analyze, to_json
 from neuraldbg_cli.observe.detectors.base import Observation
 from neuraldbg_cli.observe.detectors.loss import LossDetector
 from neuraldbg_cli.observe.detectors.update import UpdateDetector
@@ -718,6 +718,32 @@ def test_an_optimizer_stepped_without_backward_is_a_loop_mistake(tmp_path, hooks
             opt.step()
     found = [(t["layer"], t["to"]) for t in dbg.failures()]
     assert found == [("(loop)", "no_backward")], dbg.transitions
+
+
+@pytest.mark.parametrize("every", [1, 4])
+def test_a_loss_that_reaches_no_parameter_is_a_loop_mistake(tmp_path, hooks_clean, every):
+    """The model run under no_grad (a frozen-module wrapper) and `loss.requires_grad = True`
+    to silence the error: backward() runs and no parameter ever gets a gradient. A batch now
+    and then with nothing to learn, its loss a fresh zero (every 4th), is no mistake."""
+    model, x, y = _mlp(), torch.randn(16, 8), torch.randn(16, 1)
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+    with NeuralDbg(trace=str(tmp_path / "t.jsonl")) as dbg:
+        for step in range(16):
+            if every == 1:
+                with torch.no_grad():
+                    loss = ((model(x) - y) ** 2).mean()
+                loss.requires_grad = True
+            else:
+                loss = torch.zeros((), requires_grad=True) if step % every == 3 \
+                    else ((model(x) - y) ** 2).mean()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+    found = [(t["layer"], t["to"]) for t in dbg.failures()]
+    assert found == ([("(loop)", "no_gradient")] if every == 1 else []), dbg.transitions
+    if every == 1:
+        top = to_json(analyze([read_trace(str(tmp_path / "t.jsonl"))]))["hypotheses"][0]
+        assert (top["symptom"], top["cause"]) == ("no_gradient", "training_loop"), top
 
 
 @pytest.mark.parametrize("steps", [0, 1])

@@ -26,6 +26,13 @@ def loop_mistake(ep, ctx):
                         "there is no gradient to apply and the model never learns",
                         f"no backward() and no gradient on the optimizer's parameters in the "
                         f"steps from {ep.onset}")
+    if ep.signal == LOOP and ep.state == "no_gradient":
+        return _finding(ep, 0.95, "backward() runs but no gradient reaches the optimizer's "
+                        "parameters: the loss is not computed from them (under torch.no_grad(), "
+                        "through .detach(), .item() or numpy, or remade as a new tensor), so "
+                        "the model never learns",
+                        f"backward() called and not one of the optimizer's parameters with a "
+                        f"gradient in the steps from {ep.onset}")
     if ep.signal == LOOP and ep.state == "no_step":
         n = ep.stats.get("backwards")
         calls = f"{n} backward() calls" if isinstance(n, int) else "backward() calls"

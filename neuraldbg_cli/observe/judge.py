@@ -214,7 +214,7 @@ def _of_step(kind: str, loss, facts) -> Observation:
 
 def _loop_facts(facts, first_grad) -> dict:
     return {"reset": facts.reset(first_grad), "eval_roots": facts.eval_roots,
-            "no_backward": facts.no_backward}
+            "no_backward": facts.no_backward, "no_gradient": facts.no_gradient}
 
 
 def _loss_facts(facts, moved, call) -> dict | None:

@@ -207,12 +207,15 @@ class Monitor:
             else []
         call = self.loss_calls.take() if self.loss_calls is not None else None
         idle = backward is not None and optimized and not backward.backwards and backward.no_grads
+        # (backward() ran and reached none of the optimizer's parameters: a loss made a leaf)
+        cut = backward is not None and optimized and backward.backwards > 0 and backward.no_grads
         if backward is not None:
             backward.backwards = 0
         uneven = self.uneven is not None and self.uneven.take(hooks, backward)
         return _new(StepFacts, (losses, first_grad, resets, renewed, optimized,
                                 clock.optim.several(), eval_roots, uncovered, call, idle, scaler,
-                                self.copies is not None and self.copies.check(), uneven, doubled))
+                                self.copies is not None and self.copies.check(), uneven, doubled,
+                                cut))
 
     # ---- faults ----------------------------------------------------------------------
     def _guarded(self, work, *args) -> None:

@@ -26,6 +26,7 @@ class StepFacts(NamedTuple):
     moving_targets: bool = False    # a copy of a trained model ran without gradients (copies.py)
     uneven: bool = False    # the steps' counts of forwards change on most steps (uneven.py)
     doubled: bool = False   # two optimizers stepped some same parameters (OptimizerWatch)
+    no_gradient: bool = False   # the optimizer stepped after backward() on no gradient at all
 
     def tensors(self) -> list:
         """The 0-d tensors to read with the step's others: the loss summed, the gradient."""
