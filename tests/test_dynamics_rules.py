@@ -104,6 +104,22 @@ def test_one_spike_while_the_weights_moved_wildly_is_the_rate(tmp_path, moved, c
         assert "0.2 of their norm a step" in top.summary and top.confidence >= 0.5
 
 
+@pytest.mark.parametrize("moved, cause", [(1.1, "learning_rate"), (1e-3, None)])
+def test_a_loss_diverging_while_the_weights_moved_wildly_is_the_rate(tmp_path, moved, cause):
+    """A course's linear regression, SGD at 0.01 on inputs of scale 10: the loss grows from
+    step 11 to the end, the layer moving 110% of its weights a step (a Linear(1, 1), too small
+    to be judged by its relative step). At 1e-3 a step nothing says it is the rate."""
+    t = TraceMaker(lr=0.01)
+    t.tr(11, "(loss)", "diverging", signal="loss", loss=189.0, loss_median=64.9,
+         loss_start=40.0, update_median=moved)
+    top = explain(tmp_path, t.end(100)).hypotheses[0]
+    assert top.symptom == "diverging"
+    assert top.cause == cause or cause is None and top.cause != "learning_rate", top
+    if cause:
+        assert "the loss diverged while the weights moved up to 1.1 of their norm a step" \
+            in top.summary and top.confidence >= 0.7, top
+
+
 def test_spikes_long_gone_or_a_change_of_the_input_do_not_blame_the_rate(tmp_path):
     """pytorch/examples' actor-critic: two spikes of its episodic loss early on, then 250
     steps later a head `anomalous` and the input's scale changing as the policy balances the

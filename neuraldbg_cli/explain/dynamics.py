@@ -21,6 +21,8 @@ WARMUP_STEPS = 100      # a failure this early, with the full rate from step 0: 
 # What updates too large bring about (in the model, the loss, or the updates themselves).
 _STRUCK = ("dead", "saturated", "anomalous", "exploding", "vanishing", "nonfinite",
            "spiking", "diverging", "stalled", "too_large")
+# The loss's own states that updates far too large explain (as a wild pace of the weights).
+_SWUNG = ("spiking", "diverging")
 # What weights far off their scale at the start bring about.
 _FROM_INIT = ("dead", "saturated", "exploding", "vanishing", "nonfinite")
 _RULE = {"he": "He", "xavier": "Xavier"}
@@ -55,7 +57,7 @@ def rate_too_high(ep, ctx):
     n = len(spikes) + (ctx.folded(ep.run, ep.layer, LOSS) if ep.signal == LOSS else 0)
     # (a loss that spikes again and again is evidence as strong as updates seen too large)
     swings = min(0.85, 0.65 + 0.05 * n) if n >= 2 else 0.0
-    wild = [s for s in ([ep] if ep.signal == LOSS and ep.state == "spiking" else []) + spikes
+    wild = [s for s in ([ep] if ep.signal == LOSS and ep.state in _SWUNG else []) + spikes
             if is_number(moved := s.stats.get("update_median")) and moved >= WILD_UPDATE]
     if wild:            # (every layer's median: wider evidence than one layer's updates)
         strength = 0.85
@@ -76,7 +78,7 @@ def rate_too_high(ep, ctx):
         worst = max(s.stats["update_ratio"] for s in big)
         why = f"updates of up to {worst:.2g} of the weights a step"
     elif wild:
-        why = (f"the loss spiked while the weights moved up to "
+        why = (f"the loss {_went(wild)} while the weights moved up to "
                f"{max(s.stats['update_median'] for s in wild):.2g} of their norm a step")
     else:
         why = f"the loss spiked {_times(n, ep.signal == LOSS)}"
@@ -111,9 +113,15 @@ def _wild_told(wild: list) -> list:
         return []
     worst = max(wild, key=lambda s: s.stats["update_median"])
     moved = worst.stats["update_median"]
-    return [f"as the loss spiked at step {worst.onset}, the layers' weights were moving "
+    return [f"as the loss {_went([worst])} at step {worst.onset}, the layers' weights were moving "
             f"{moved:.2g} of their norm a step (median; about {moved / HEALTHY_UPDATE:.0f}x "
             "the healthy ~1e-3)"]
+
+
+def _went(swings: list) -> str:
+    """'diverged' where the loss's own episode among `swings` diverged, else 'spiked'."""
+    return "diverged" if any(getattr(s, "state", None) == "diverging" for s in swings) \
+        else "spiked"
 
 
 def _spikes_told(spikes: list, n: int, more: bool) -> list:

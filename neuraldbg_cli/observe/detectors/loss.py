@@ -85,12 +85,10 @@ class LossDetector(Detector):
         else:
             recent = h.recent.median()
         if recent > th.diverging_factor * start and h.recent.size >= th.window // 2:
-            return "diverging", {"loss_median": recent, "loss_start": start}
+            return "diverging", _paced(h, {"loss_median": recent, "loss_start": start})
         if loss > th.spike_factor * recent and loss > start and not h.noisy:
-            said = {"urgent": True, "loss_median": recent, "loss_start": start}
-            if h.moves.size:    # (the pace of the weights: a rate too high, or a bad batch)
-                said["update_median"] = h.moves.median()
-            return "spiking", said
+            return "spiking", _paced(h, {"urgent": True, "loss_median": recent,
+                                         "loss_start": start})
         if h.steps >= th.stall_after and min(h.lowest, recent) >= th.stall_fraction * start:
             said = {"loss_median": recent, "loss_start": start}
             return "stalled", {**said, **_why_stalled(h, th)}
@@ -128,6 +126,14 @@ class LossDetector(Detector):
 
     def evidence(self, x: Observation, extra: dict) -> dict:
         return {"loss": x.loss, **extra}
+
+
+def _paced(h: LossHistory, said: dict) -> dict:
+    """With the pace of the weights (the layers' median update ratio) where it is known: a
+    rate too high, or a bad batch."""
+    if h.moves.size:
+        said["update_median"] = h.moves.median()
+    return said
 
 
 def _why_stalled(h: LossHistory, th) -> dict:
