@@ -130,6 +130,22 @@ def test_batches_apart_while_the_weights_move_fast_are_no_drift(moved, state):
     assert last == state
 
 
+def test_batches_of_one_sample_are_not_judged_for_drift():
+    """A U-Net trained on one image a batch (milesial/Pytorch-UNet's default), pix2pix's
+    BatchNorm at batch 1: each image is normalised by its own channel statistics, 0.6-0.7
+    running deviations from the running mean, however well shuffled. Two samples a batch
+    drifting as far still are a drift (the CNTK MNIST bug at batch 2)."""
+    d = NormDetector(Thresholds())
+    for batch, state in ((1, "normal"), (2, "drift")):
+        h = d.history()
+        for _ in range(30):
+            x = Observation("other", facts={"drift": 0.68, "jump": 0.9, "per_channel": 4096,
+                                            "batch": batch, "momentum": 0.1, "calls": 1})
+            last = d.judge(x, h)[0]
+            d.remember(x, h)
+        assert last == state, batch
+
+
 def test_gain_collapse_against_first_sight():
     d = NormDetector(Thresholds())
     h = d.history()

@@ -155,6 +155,29 @@ def test_labels_that_are_all_one_class_are_named_once_it_is_clear(tmp_path, hook
     assert bad[0]["stats"]["target_min"] == bad[0]["stats"]["target_max"] == 0
 
 
+@pytest.mark.parametrize("sky_only", [False, True])
+def test_segmentation_masks_are_read_over_the_whole_batch(tmp_path, hooks_clean, sky_only):
+    """Masks whose top rows are all sky (class 4): the targets read are spread over every
+    image, so only masks that are wholly one class (a mask divided by 255) are `one_class`."""
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(4, 3, 16, 16, generator=g)
+    y = torch.randint(0, 4, (4, 16, 16), generator=g)
+    y[:, :4] = 4                                 # (the first 64 values: image 0's top rows)
+    if sky_only:
+        y[:] = 4
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.ReLU(), nn.Conv2d(8, 5, 1))
+    opt = torch.optim.SGD(model.parameters(), lr=0.05)
+    with NeuralDbg(trace=str(tmp_path / "t.jsonl")) as dbg:
+        for _ in range(80):
+            loss = F.cross_entropy(model(x), y)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+    found = [t for t in dbg.transitions if t["layer"] == "(output)"]
+    assert verdict(found) == (("one_class", "one_class") if sky_only else ("normal", None)), found
+
+
 @pytest.mark.parametrize("scale", [1.0, 0.07])
 def test_a_contrastive_loss_whose_positive_is_always_class_0_is_not_one_class(tmp_path,
                                                                                hooks_clean, scale):
@@ -249,6 +272,10 @@ HEALTHY = {
                                      torch.rand(N, 1) * 2 - 1),
     "MSE between softmax and one-hot": ([nn.Linear(16, 4), nn.Softmax(dim=1)], nn.MSELoss(),
                                         one_hot),
+    # multilogue-net's MaskedNLLLoss: padded utterances' rows zeroed before NLLLoss
+    "log_softmax times a padding mask into NLLLoss": (
+        [nn.Linear(16, 4), nn.LogSoftmax(dim=1)],
+        lambda out, y: F.nll_loss(out * (torch.arange(N) % 4 != 0).float()[:, None], y), classes),
 }
 
 

@@ -15,6 +15,7 @@ a fault here switches this part off with a warning.
 from __future__ import annotations
 
 import functools
+import math
 from typing import NamedTuple
 
 import torch
@@ -205,7 +206,7 @@ def read_call(name: str, out: torch.Tensor, target: torch.Tensor) -> LossCall:
             tensors += [(t.sum(-1) - 1).abs().amax(), t.amax(-1).amin()]
     else:
         kind = "index"
-        index = target.detach().flatten()[:ROWS]
+        index = _spread(target.detach().flatten())
         t = index.float()
         if name in CLASS_LOSSES:
             names.append("target_classes")
@@ -214,11 +215,20 @@ def read_call(name: str, out: torch.Tensor, target: torch.Tensor) -> LossCall:
     tensors += [*t.aminmax()]
     if name in LOG_PROB_LOSSES and units >= 2:
         # rows' logsumexp: 0 for log-probabilities, < 0 averaged (Bayes by backprop), > 0 logits
-        # or probabilities (a softmax into CTC: its loss goes below 0 and nothing is learnt)
+        # or probabilities (a softmax into CTC: its loss goes below 0 and nothing is learnt);
+        # a row of zeros is one masked out (log-probabilities times a padding mask), not read
         names.append("row_logsumexp_gap")
-        tensors.append(o.exp().sum(-1).log().amax())
+        gap = o.exp().sum(-1).log()
+        tensors.append(torch.where((o == 0).all(-1), -math.inf, gap).amax())
     return LossCall(name, activation, normalised, int(units), int(o.shape[0]), kind,
                     tuple(out.shape), tuple(target.shape), tuple(names), tensors)
+
+
+def _spread(flat: torch.Tensor) -> torch.Tensor:
+    """At most ROWS values spread evenly over `flat` (a strided view): the class of every
+    pixel of a segmentation batch, not the top row of its first image (sky)."""
+    n = flat.numel()
+    return flat[::-(-n // ROWS)] if n > ROWS else flat
 
 
 def _classes_seen(index: torch.Tensor, units: int) -> torch.Tensor:

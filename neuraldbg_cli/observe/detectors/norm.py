@@ -70,7 +70,9 @@ class NormDetector(Detector):
         # the median of the last `window` steps: one odd batch, or one jump of the weights
         # that the running statistics follow a few steps later, is not a drift
         typical = _median(h.drifts, drift, th.window)
-        if typical < th.drift:
+        if typical < th.drift or f.get("batch") == 1:
+            # (one sample a batch: each image normalised by its own channel statistics, as
+            # pix2pix and a U-Net at batch 1 train by design; no batch is a sample of others)
             return "normal", {}
         jump = f.get("jump")
         if jump is not None and math.isfinite(jump):
