@@ -13,38 +13,8 @@ UPDATE = states.UPDATE.name
 def loop_mistake(ep, ctx):
     """The loop, not the model, the data or the hyperparameters: a state of the (loop)
     pseudo-layer, or a layer that never learns although its parameters get gradients."""
-    if ep.signal == LOOP and ep.state == "no_zero_grad":
-        n = ep.stats.get("steps_without_reset")
-        since = f" for {n} optimizer steps in a row" if isinstance(n, int) else ""
-        return _finding(ep, 0.95, "the gradients are never reset, so every optimizer step applies "
-                        "the sum of all the gradients so far",
-                        f"no optimizer.zero_grad() (nor model.zero_grad(), nor gradients set to "
-                        f"None){since} up to step {ep.onset}; gradient accumulation would reset "
-                        "every few steps")
-    if ep.signal == LOOP and ep.state == "no_backward":
-        return _finding(ep, 0.95, "the optimizer steps but backward() is never called, so "
-                        "there is no gradient to apply and the model never learns",
-                        f"no backward() and no gradient on the optimizer's parameters in the "
-                        f"steps from {ep.onset}")
-    if ep.signal == LOOP and ep.state == "no_gradient":
-        return _finding(ep, 0.95, "backward() runs but no gradient reaches the optimizer's "
-                        "parameters: the loss is not computed from them (under torch.no_grad(), "
-                        "through .detach(), .item() or numpy, or remade as a new tensor), so "
-                        "the model never learns",
-                        f"backward() called and not one of the optimizer's parameters with a "
-                        f"gradient in the steps from {ep.onset}")
-    if ep.signal == LOOP and ep.state == "no_step":
-        n = ep.stats.get("backwards")
-        calls = f"{n} backward() calls" if isinstance(n, int) else "backward() calls"
-        return _finding(ep, 0.95, "optimizer.step() is never called, so the gradients are "
-                        "computed and never applied: the weights never change",
-                        f"{calls} and not one optimizer step in the whole run")
-    if ep.signal == LOOP and ep.state == "eval_mode":
-        models = ", ".join(map(str, ep.stats.get("models") or [])) or "the model"
-        return _finding(ep, 0.9, f"{models} trained in eval() mode from step {ep.onset}: "
-                        "model.eval() without model.train() after it",
-                        f"{models} ran in eval() mode while the optimizer updated it (from step "
-                        f"{ep.onset}): Dropout is off, BatchNorm uses its running statistics")
+    if ep.signal == LOOP:
+        return _loop_state(ep)
     if ep.signal == UPDATE and ep.state == "frozen":
         if ep.stats.get("in_no_optimizer") and ep.stats.get("shared_optimizers"):
             return _finding(ep, 0.9, "two optimizers step the same parameters and none holds "
@@ -71,6 +41,43 @@ def loop_mistake(ep, ctx):
                         "is cut between it and the loss",
                         f"no gradient reached {ep.layer}'s parameters at step {ep.onset}, while "
                         "layers after it got theirs")
+    return None
+
+
+def _loop_state(ep) -> Finding | None:
+    """A state of the (loop) pseudo-layer, in words."""
+    if ep.state == "no_zero_grad":
+        n = ep.stats.get("steps_without_reset")
+        since = f" for {n} optimizer steps in a row" if isinstance(n, int) else ""
+        return _finding(ep, 0.95, "the gradients are never reset, so every optimizer step applies "
+                        "the sum of all the gradients so far",
+                        f"no optimizer.zero_grad() (nor model.zero_grad(), nor gradients set to "
+                        f"None){since} up to step {ep.onset}; gradient accumulation would reset "
+                        "every few steps")
+    if ep.state == "no_backward":
+        return _finding(ep, 0.95, "the optimizer steps but backward() is never called, so "
+                        "there is no gradient to apply and the model never learns",
+                        f"no backward() and no gradient on the optimizer's parameters in the "
+                        f"steps from {ep.onset}")
+    if ep.state == "no_gradient":
+        return _finding(ep, 0.95, "backward() runs but no gradient reaches the optimizer's "
+                        "parameters: the loss is not computed from them (under torch.no_grad(), "
+                        "through .detach(), .item() or numpy, or remade as a new tensor), so "
+                        "the model never learns",
+                        f"backward() called and not one of the optimizer's parameters with a "
+                        f"gradient in the steps from {ep.onset}")
+    if ep.state == "no_step":
+        n = ep.stats.get("backwards")
+        calls = f"{n} backward() calls" if isinstance(n, int) else "backward() calls"
+        return _finding(ep, 0.95, "optimizer.step() is never called, so the gradients are "
+                        "computed and never applied: the weights never change",
+                        f"{calls} and not one optimizer step in the whole run")
+    if ep.state == "eval_mode":
+        models = ", ".join(map(str, ep.stats.get("models") or [])) or "the model"
+        return _finding(ep, 0.9, f"{models} trained in eval() mode from step {ep.onset}: "
+                        "model.eval() without model.train() after it",
+                        f"{models} ran in eval() mode while the optimizer updated it (from step "
+                        f"{ep.onset}): Dropout is off, BatchNorm uses its running statistics")
     return None
 
 

@@ -97,6 +97,14 @@ class Backward:
                                 for p in group["params"])
         return renewed
 
+    def ungraded(self, optimized: bool) -> tuple:
+        """At the step's end: (the optimizer stepped with no backward() and no gradient on its
+        parameters, it stepped after backward() with none: a loss that reached none of them);
+        the step's backward() calls counted anew."""
+        n, self.backwards = self.backwards, 0
+        none = optimized and self.no_grads
+        return none and not n, none and n > 0
+
     def renewed_leaf(self) -> bool | None:
         """renewed() for a model of bare tensors, on the leaf the loss reached."""
         was, self._watched = self._watched, None

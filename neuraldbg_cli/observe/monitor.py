@@ -206,16 +206,11 @@ class Monitor:
             if optimized and hooks.updates is not None and not (scaler and scaler["skipped"] is True) \
             else []
         call = self.loss_calls.take() if self.loss_calls is not None else None
-        idle = backward is not None and optimized and not backward.backwards and backward.no_grads
-        # (backward() ran and reached none of the optimizer's parameters: a loss made a leaf)
-        cut = backward is not None and optimized and backward.backwards > 0 and backward.no_grads
-        if backward is not None:
-            backward.backwards = 0
+        idle, cut = backward.ungraded(optimized) if backward is not None else (False, False)
         uneven = self.uneven is not None and self.uneven.take(hooks, backward)
         return _new(StepFacts, (losses, first_grad, resets, renewed, optimized,
                                 clock.optim.several(), eval_roots, uncovered, call, idle, scaler,
-                                self.copies is not None and self.copies.check(), uneven, doubled,
-                                cut))
+                                self.copies is not None and self.copies.check(), uneven, doubled, cut))
 
     # ---- faults ----------------------------------------------------------------------
     def _guarded(self, work, *args) -> None:
