@@ -746,6 +746,25 @@ def test_a_loss_that_reaches_no_parameter_is_a_loop_mistake(tmp_path, hooks_clea
         assert (top["symptom"], top["cause"]) == ("no_gradient", "training_loop"), top
 
 
+def test_an_optimizer_over_an_earlier_model_is_the_layers_story_not_the_loops(tmp_path,
+                                                                             hooks_clean):
+    """The char-RNN tutorial's bug: the optimizer built over a first instance of the model, the
+    model trained a second one. The optimizer's parameters get no gradient, as when the loss
+    reaches none, but the trained layers get theirs: they are `frozen`, in no optimizer."""
+    x, y = torch.randn(16, 8), torch.randn(16, 1)
+    opt = torch.optim.SGD(_mlp().parameters(), lr=0.01)
+    model = _mlp()
+    with NeuralDbg(trace=str(tmp_path / "t.jsonl")) as dbg:
+        for _ in range(16):
+            loss = ((model(x) - y) ** 2).mean()
+            opt.zero_grad()
+            model.zero_grad()
+            loss.backward()
+            opt.step()
+    found = {(t["signal"], t["to"]) for t in dbg.failures()}
+    assert ("update", "frozen") in found and ("loop", "no_gradient") not in found, found
+
+
 @pytest.mark.parametrize("steps", [0, 1])
 def test_an_optimizer_never_stepped_is_a_loop_mistake(tmp_path, hooks_clean, steps):
     """SfmLearner's bug: scheduler.step() where optimizer.step() belongs. Every iteration is

@@ -210,7 +210,8 @@ class Monitor:
         uneven = self.uneven is not None and self.uneven.take(hooks, backward)
         return _new(StepFacts, (losses, first_grad, resets, renewed, optimized,
                                 clock.optim.several(), eval_roots, uncovered, call, idle, scaler,
-                                self.copies is not None and self.copies.check(), uneven, doubled, cut))
+                                self.copies is not None and self.copies.check(), uneven, doubled,
+                                cut and not uncovered))
 
     # ---- faults ----------------------------------------------------------------------
     def _guarded(self, work, *args) -> None:

@@ -26,7 +26,9 @@ class StepFacts(NamedTuple):
     moving_targets: bool = False    # a copy of a trained model ran without gradients (copies.py)
     uneven: bool = False    # the steps' counts of forwards change on most steps (uneven.py)
     doubled: bool = False   # two optimizers stepped some same parameters (OptimizerWatch)
-    no_gradient: bool = False   # the optimizer stepped after backward() on no gradient at all
+    # the optimizer stepped after backward() on no gradient at all, and no layer outside it
+    # got one (where one did, the optimizer holds another model's: that layer is `frozen`)
+    no_gradient: bool = False
 
     def tensors(self) -> list:
         """The 0-d tensors to read with the step's others: the loss summed, the gradient."""
