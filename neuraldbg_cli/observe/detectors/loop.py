@@ -5,8 +5,9 @@ facts (from the step end): "reset": whether the gradients were reset since the l
 be told; "eval_roots": names of the models that ran only in eval() mode in a step that
 updated their parameters; "no_backward": the optimizer stepped with no backward() in the
 step and no gradient on its parameters; "no_gradient": it stepped after backward() with no
-gradient on its parameters (a loss that does not reach them); "no_step": the run ended with an optimizer made,
-backward() called this many times and no optimizer step at all (told once, at its end)."""
+gradient on its parameters, nor on any layer's (a loss that does not reach the model);
+"no_step": the run ended with an optimizer made, backward() called this many times and no
+optimizer step at all (told once, at its end)."""
 from __future__ import annotations
 
 from ... import states
