@@ -124,6 +124,9 @@ PICKED = {
     "REINFORCE by hand: the log of the actions' probabilities times their returns": (
         lambda o: -(torch.log(torch.softmax(o, 1)[ROWS, ONE_LABEL]) * (X[:, 2] + 3)).mean(),
         False),
+    "a contrastive loss by hand, the log of the positive's softmax gathered from column 0": (
+        lambda o: -torch.log(torch.softmax(o @ o.T, 1).gather(1, ONE_LABEL[:, None])).mean(),
+        False),
     "a contrastive loss whose positive is column 0": (
         lambda o: -o.log_softmax(1)[:, 0].mean(), False),
 }

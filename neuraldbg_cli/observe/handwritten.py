@@ -135,9 +135,12 @@ def _log_of(log_fn, parent: dict, out, target_fn) -> LossCall | None:
     picked = _class_index(pick, pred) if pick is not None and pred.dim() <= 2 \
         and pick.next_functions[0][0] is fn and _to_loss(log_fn, parent) else None
     if picked is not None:      # (one example's row of probabilities read as a batch of 1)
+        # (whether the probabilities are the model's: a contrastive loss's are of similarities)
+        model = None if target_fn is None else fn is target_fn or reaches(
+            fn.next_functions[0][0] if fn.next_functions else None, target_fn)
         return read_call(LOG_LIKELIHOOD, pred if pred.dim() == 2 else pred.reshape(1, -1),
                          picked[1])._replace(activation=act, normalised=size,
-                                             dtype=low_dtype(pred))
+                                             dtype=low_dtype(pred), from_model=model)
     o = _rows(pred)
     target = _targets_of(parent[log_fn])
     if target is not None:
