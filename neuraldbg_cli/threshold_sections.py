@@ -55,7 +55,7 @@ class GradientThresholds:
     vanishing_ratio: float = 1e-5
     vanishing_norm: float = 1e-12
     moving_share: float = 0.01
-    decay_share: float = 0.1
+    decay_share: float = 0.5
     fitted: float = 1e-4
     exploding_norm: float = 1e3
     exploding_factor: float = 100.0

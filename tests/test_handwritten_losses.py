@@ -121,6 +121,8 @@ PICKED = {
     # (REINFORCE, the actor of A2C), a contrastive loss's positive kept in column 0
     "REINFORCE: the actions' log-probabilities times their advantages": (
         lambda o: -(o.log_softmax(1)[ROWS, ONE_LABEL] * (X[:, 2] - 0.1)).mean(), False),
+    "a gradient bandit: one action a step, its log-probability times the reward's advantage": (
+        lambda o: -(0.5 - 0.2) * o[0].log_softmax(0)[0], False),
     "REINFORCE by hand: the log of the actions' probabilities times their returns": (
         lambda o: -(torch.log(torch.softmax(o, 1)[ROWS, ONE_LABEL]) * (X[:, 2] + 3)).mean(),
         False),

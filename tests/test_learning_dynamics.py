@@ -571,7 +571,9 @@ class _Bottleneck(nn.Module):
     (lambda p: torch.optim.Adam(p, lr=1e-3, weight_decay=0.1), True),
     # ... unless the decay is a sliver of the gradient (milesial's U-Net: RMSprop, 1e-8)
     (lambda p: torch.optim.RMSprop(p, lr=1e-5, momentum=0.999, weight_decay=1e-8), False),
-], ids=["adam", "adamw", "sgd", "adam-l2", "rmsprop-tiny-l2"])
+    # ... or a quarter of it (the U-Net's deepest BatchNorm: its gradient 9e-7, its decay 1.6e-7)
+    (lambda p: torch.optim.RMSprop(p, lr=1e-5, momentum=0.999, weight_decay=1.5e-5), False),
+], ids=["adam", "adamw", "sgd", "adam-l2", "rmsprop-tiny-l2", "rmsprop-l2-quarter"])
 def test_a_tiny_gradient_that_an_adaptive_optimizer_turns_into_full_steps_is_not_vanishing(
         tmp_path, hooks_clean, make, vanishing):
     """What a vanishing gradient harms is the layer's learning: a layer that Adam moves at

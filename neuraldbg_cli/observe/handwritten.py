@@ -13,8 +13,9 @@ where no functional loss was seen), the graph from the loss is searched breadth 
   the targets;
 - each row's class picked out of a log_softmax (`-lp[range(n), y].mean()`,
   `-lp.gather(1, y[:, None])`, `-lp[y]` of one example): a negative log-likelihood with
-  class-index targets, read as `nll_loss` is; a weight on each row on its way to the loss
-  (REINFORCE's advantages, a mask) makes it something else, which is not read;
+  class-index targets, read as `nll_loss` is; a product on its way to the loss
+  (REINFORCE's advantages, a mask, a constant factor alike) makes it something else, which
+  is not read;
 - a difference with the targets (`pred - y`) squared or taken absolute: a regression
   (`mse_loss`, `l1_loss`); the difference the power or `abs` saved gives the targets back
   (y = pred - d), and its shape shows a broadcast ((N, 1) against (N,) gives (N, N)).
@@ -49,10 +50,12 @@ _RESHAPES = _DIRECT - {"ClampBackward", "ClampMinBackward", "ClampMaxBackward", 
 _LINEAR = frozenset(("AddmmBackward", "MmBackward", "AddBackward", "LinearBackward",
                      "ConvolutionBackward", "BmmBackward", "MvBackward", "MatmulBackward"))
 # Picking each row's class; and between that pick and the loss, what keeps it a class loss
-# (a mean, a sum of terms, a constant factor: label smoothing's 1 - eps)
+# (a mean, a sum of terms, a division by a count). Not a product: a factor of one value may be
+# an advantage (REINFORCE on one action a step, `-(r - baseline) * lp[a]`), as well as a
+# constant (label smoothing's 1 - eps), and the graph does not tell them apart
 _PICKS = frozenset(("SelectBackward", "IndexBackward", "GatherBackward"))
-_TO_LOSS = frozenset(("NegBackward", "MeanBackward", "SumBackward", "AddBackward", "MulBackward",
-                      "DivBackward", "SqueezeBackward", "UnsqueezeBackward", "ViewBackward",
+_TO_LOSS = frozenset(("NegBackward", "MeanBackward", "SumBackward", "AddBackward", "DivBackward",
+                      "SqueezeBackward", "UnsqueezeBackward", "ViewBackward",
                       "UnsafeViewBackward", "ReshapeAliasBackward"))
 _DIFFERENCE_USERS = {"PowBackward": "mse_loss", "MulBackward": "mse_loss", "AbsBackward": "l1_loss"}
 _NAMES = ("output_min", "output_max", "target_min", "target_max")
@@ -171,13 +174,12 @@ def _picked_log_prob(pick, parent: dict, target_fn) -> LossCall | None:
 
 def _to_loss(node, parent: dict) -> bool:
     """The way up from `node` to the loss holds nothing but means, sums, reshapes and
-    factors of one value (a factor per row, an advantage or a mask, is not a class loss's)."""
+    divisions by one value (a weight per row or a factor, an advantage or a mask, makes it
+    no class loss)."""
     node = parent[node]
     while node is not None:
         kind = node_name(node)
-        if kind not in _TO_LOSS:
-            return False
-        if kind in ("MulBackward", "DivBackward") and any(
+        if kind not in _TO_LOSS or kind == "DivBackward" and any(
                 isinstance(t, torch.Tensor) and t.numel() > 1
                 for t in (getattr(node, "_saved_self", None), getattr(node, "_saved_other", None))):
             return False

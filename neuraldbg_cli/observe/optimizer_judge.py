@@ -20,7 +20,7 @@ class OptimizerJudge(Verdicts):
     """The part of the step end that judges gradients and updates (the base of
     `judge.StepJudge`)."""
 
-    decay_share = 0.1       # (StepJudge sets gradient.decay_share)
+    decay_share = 0.5       # (StepJudge sets gradient.decay_share)
 
     def _judge_optimizers(self, grads: list, raw: list, done: list, recs: list, step: int,
                           loss, keep, copies: dict | None = None) -> float | None:
