@@ -142,6 +142,49 @@ def test_a_loss_spike_and_a_divergence():
     assert diverging[-1] == "diverging"
 
 
+@pytest.mark.parametrize("leap, state", [(5000.0, "diverging"), (50.0, "normal")])
+def test_a_loss_that_blew_up_at_once_started_at_its_first_step(leap, state):
+    """Udacity's all-ones MLP under Adam: 2.3 at step 0, 12,000 from step 1, falling slowly to
+    a few thousand. The median of the first steps is post-explosion, and the run read as
+    learning; where that median is 100x the first loss, the start is the first loss. A loss
+    that rose less at once keeps the median (a noisy first batch)."""
+    losses = [2.3] + [2.3 * leap * (1 - i / 400) for i in range(1, 200)]
+    states = loss_run(losses)
+    assert states[-1] == state and "diverging" not in states[:TH.loss.window // 2], states
+
+
+def test_a_network_of_all_ones_weights_diverges_and_names_its_initialization(tmp_path,
+                                                                            hooks_clean):
+    """End to end: every Linear weight 1 (the Udacity exercise) under Adam: the loss leaps
+    from chance to thousands at once. It is `diverging`, and the initialization is the run's
+    cause; the default init trains clean."""
+    torch.manual_seed(0)
+    x, y = torch.rand(256, 784), torch.randint(0, 10, (256,))
+
+    def fit(ones: bool, path):
+        torch.manual_seed(0)
+        model = nn.Sequential(nn.Linear(784, 256), nn.ReLU(), nn.Dropout(0.2),
+                              nn.Linear(256, 128), nn.ReLU(), nn.Dropout(0.2), nn.Linear(128, 10))
+        if ones:
+            for m in (model[0], model[3], model[6]):
+                nn.init.constant_(m.weight, 1.0)
+                nn.init.zeros_(m.bias)
+        opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+        with NeuralDbg(trace=str(path)) as dbg:
+            for i in range(60):
+                rows = slice(i % 4 * 64, i % 4 * 64 + 64)
+                loss = F.cross_entropy(model(x[rows]), y[rows])
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+        return dbg
+    assert not fit(False, tmp_path / "fixed.jsonl").failures()
+    buggy = fit(True, tmp_path / "t.jsonl")
+    assert ("(loss)", "diverging") in {(t["layer"], t["to"]) for t in buggy.failures()}
+    top = to_json(analyze([read_trace(str(tmp_path / "t.jsonl"))]))["hypotheses"][0]
+    assert top["cause"] == "initialization", top      # (the units copies of one another)
+
+
 def test_nonfinite_loss_and_a_log_likelihood():
     assert loss_run([1.0, float("nan")])[-1] == "nonfinite"
     # a negative loss (a log-likelihood) has no level to judge: only non-finite values count
@@ -765,6 +808,30 @@ def test_an_optimizer_over_an_earlier_model_is_the_layers_story_not_the_loops(tm
             opt.step()
     found = {(t["signal"], t["to"]) for t in dbg.failures()}
     assert ("update", "frozen") in found and ("loop", "no_gradient") not in found, found
+
+
+def test_a_local_net_loaded_from_the_global_one_it_steps_is_not_frozen(tmp_path, hooks_clean):
+    """A3C's worker: the local net's gradients handed to the global net, which the optimizer
+    steps, and the local net loaded from it again. No optimizer holds the local net, but its
+    weights change at every step: it is not `frozen` "in no optimizer" (it was, for the
+    whole run), and the loss falls."""
+    torch.manual_seed(0)
+    shared, local = _mlp(), _mlp()
+    local.load_state_dict(shared.state_dict())
+    opt = torch.optim.Adam(shared.parameters(), lr=1e-2)
+    x = torch.randn(64, 8)
+    y = x @ torch.randn(8, 1)
+    with NeuralDbg(trace=str(tmp_path / "t.jsonl")) as dbg:
+        for _ in range(60):
+            loss = ((local(x) - y) ** 2).mean()
+            opt.zero_grad()
+            local.zero_grad()
+            loss.backward()
+            for lp, gp in zip(local.parameters(), shared.parameters()):
+                gp._grad = lp.grad
+            opt.step()
+            local.load_state_dict(shared.state_dict())
+    assert not dbg.failures(), dbg.failures()
 
 
 @pytest.mark.parametrize("steps", [0, 1])

@@ -163,8 +163,13 @@ def _rate_story(hparams: list, h: dict | None, onset: int) -> str:
 def weights_off_scale(ep, ctx):
     """At first sight the weights feeding the layer were far off the fan-in rule of the
     activation after them (He for ReLU, Xavier otherwise): a layer unhealthy from the start
-    owes it to them."""
-    if ep.state not in _FROM_INIT or ep.signal not in (ACT, GRAD) \
+    owes it to them, and so does a loss that diverged in the run's first steps."""
+    if ep.signal == states.LOSS.name:
+        # (a loss that leapt from the untrained model's score in the first steps: it can be
+        # told diverging only once it has a recent level, `loss.window` // 2 steps in)
+        if ep.state != "diverging" or ep.onset > HORIZON:
+            return None
+    elif ep.state not in _FROM_INIT or ep.signal not in (ACT, GRAD) \
             or (ep.previous is not None and ep.onset > WINDOW):
         return None
     factor = ctx.init_factor(ep.run)

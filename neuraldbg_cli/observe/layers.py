@@ -54,7 +54,7 @@ class LayerRec:
     __slots__ = ("ref", "module_type", "kind", "leaf", "reads", "wants_input", "transparent",
                  "fallback_name", "acc", "is_output", "skip", "watching", "on_output", "on_grad",
                  "on_update", "on_norm", "norm", "in_optimizer", "site", "sites", "seen_in",
-                 "residual", "dtype", "values", "frozen")
+                 "residual", "dtype", "values", "frozen", "weights_seen")
 
     def __init__(self, module, kind: str, leaf: bool, watches: list, debounce: int,
                  hysteresis: Hysteresis = Hysteresis()):
@@ -99,6 +99,7 @@ class LayerRec:
         # what the hooks read of a normalisation layer (observe/norms.py), or None
         self.norm = reading_for(module, self.reads) if self.on_norm else None
         self.in_optimizer = False       # some optimizer holds its parameters (updates.py)
+        self.weights_seen = None        # its weights' versions when last found in none (step_facts.py)
         # Call sites: one activation module called at several places of a forward (a
         # BasicBlock's self.relu, an `act` shared by a loop of layers) is as many layers. Each
         # call of a forward after the first goes to a record of its own, `sites[k - 1]`,

@@ -90,8 +90,19 @@ def outside_optimizers(recs: list, registry, doubled: bool = False) -> list:
         return []       # (the optimisers step an input, not the model: no layer is theirs)
     if found:
         held = registry.held()
-        found = [r for r in found if not any(id(p) in held for p in _own(r))]
+        found = [r for r in found if not any(id(p) in held for p in _own(r)) and _unmoved(r)]
     return found
+
+
+def _unmoved(rec) -> bool:
+    """Whether the layer's weights are as they were when it was last found outside every
+    optimizer (or it is found for the first time). A layer that no optimizer holds but whose
+    weights something else writes, an A3C worker's local net loaded from the global one that
+    its gradients step, is not frozen. Told by the parameters' version counters, which
+    every in-place write moves (load_state_dict's copy, a manual update): nothing is read."""
+    seen = tuple((id(p), p._version) for p in _own(rec))
+    last, rec.weights_seen = rec.weights_seen, seen
+    return last is None or last == seen
 
 
 def _optimizes_inputs(registry) -> bool:

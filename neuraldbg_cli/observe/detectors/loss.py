@@ -1,7 +1,8 @@
 """Loss health: the scalar passed to backward() spiking, diverging, stalled or non-finite.
 
 Judged against two references: the starting level (the median of the first steps: what the
-untrained model scores) and the recent median. A loss that ends low and flat has converged;
+untrained model scores; its first step's alone where that median is _LEAP times it, a loss
+that blew up at once) and the recent median. A loss that ends low and flat has converged;
 only one still near its starting level after `stall_after` steps has stalled. Levels mean
 nothing for a loss that goes negative (a log-likelihood), sums several objectives (a GAN's
 two optimizers) or is measured against targets that move with training (a copy of the
@@ -29,6 +30,7 @@ from . import register
 from .base import LOSS, NOTHING, Detector, Observation
 
 _NEEDS = frozenset((LOSS,))
+_LEAP = 100     # the median of the first steps over the first: a loss that blew up at once
 
 
 class LossHistory:
@@ -120,7 +122,10 @@ class LossDetector(Detector):
         if h.start is None:
             h.first.append(loss)
             if len(h.first) == self.th.loss.start_steps:
-                h.start, h.first = median(h.first), []
+                first, level = h.first[0], median(h.first)
+                # (a loss that leapt by orders of magnitude in its first steps, all-ones
+                # weights under Adam, started where the untrained model scored: its first)
+                h.start, h.first = (first if 0 < _LEAP * first < level else level), []
         elif h.recent.size >= self.th.loss.start_steps and h.steps % 5 == 0:
             h.lowest = min(h.lowest, h.recent.median())   # (every few steps: a trend, not a blip)
 
