@@ -30,6 +30,18 @@ def _dead_relu_head():
     return model
 
 
+def _softmax(o, dim=1):
+    """d2l's softmax from scratch: exp over its sum (makemore's `counts / counts.sum(1)`)."""
+    e = o.exp()
+    return e / e.sum(dim, keepdim=True)
+
+
+def _stable_softmax(o, dim=1):
+    """The same with the rows' maximum taken off first."""
+    e = (o - o.max(dim, keepdim=True).values).exp()
+    return e / e.sum(dim).unsqueeze(dim)
+
+
 X = torch.randn(64, 4)
 BINARY = (X[:, :1] > 0).float()
 PRICES = 1000 + 300 * X[:, :1]
@@ -61,6 +73,12 @@ MISTAKES = {
     "log_softmax over the batch, each row's class picked": (
         lambda: _mlp(out=3), lambda o: -torch.log_softmax(o, 0)[ROWS, LABELS].mean(),
         "mismatched", "normalised_other_dim"),
+    "a softmax by hand over the batch, each row's class picked (d2l's sum(0))": (
+        lambda: _mlp(out=3), lambda o: -torch.log(_softmax(o, 0)[ROWS, LABELS]).mean(),
+        "mismatched", "normalised_other_dim"),
+    "a softmax by hand of the output, into cross_entropy": (
+        lambda: _mlp(out=3), lambda o: nn.functional.cross_entropy(_stable_softmax(o), LABELS),
+        "mismatched", "probabilities_into_cross_entropy"),
     "log_softmax over one unit, each row's class gathered": (
         lambda: _mlp(), lambda o: -o.log_softmax(1).gather(1, 0 * LABELS[:, None]).mean(),
         "constant", "normalised_one_unit"),
@@ -86,6 +104,10 @@ HEALTHY = {
         + 0.1 * -o.log_softmax(-1).mean()),
     "d2l's cross-entropy: the log of each row's picked softmax probability": (
         lambda: _mlp(out=3), lambda o: -torch.log(torch.softmax(o, 1)[ROWS, LABELS]).mean()),
+    "d2l's softmax from scratch, each row's class probability picked and logged": (
+        lambda: _mlp(out=3), lambda o: -torch.log(_softmax(o)[ROWS, LABELS]).mean()),
+    "makemore's bigram loss, the stable softmax by hand": (
+        lambda: _mlp(out=3), lambda o: -_stable_softmax(o)[ROWS, LABELS].log().mean()),
 }
 
 
@@ -115,6 +137,8 @@ PICKED = {
         lambda o: -o.log_softmax(1)[ROWS, ONE_LABEL].mean(), True),
     "d2l's cross-entropy on labels all class 0": (
         lambda o: -torch.log(torch.softmax(o, 1)[ROWS, ONE_LABEL]).mean(), True),
+    "d2l's softmax from scratch on labels all class 0": (
+        lambda o: -torch.log(_softmax(o)[ROWS, ONE_LABEL]).mean(), True),
     "one example a step, its class picked by an int (sorted data, per-example SGD)": (
         lambda o: -o[0].log_softmax(0)[0], True),
     # not class losses: the log-probability of the action taken weighted by its advantage
@@ -129,6 +153,8 @@ PICKED = {
     "a contrastive loss by hand, the log of the positive's softmax gathered from column 0": (
         lambda o: -torch.log(torch.softmax(o @ o.T, 1).gather(1, ONE_LABEL[:, None])).mean(),
         False),
+    "a contrastive loss by hand, its softmax by hand too, the positive in column 0": (
+        lambda o: -torch.log(_softmax(o @ o.T)[ROWS, ONE_LABEL]).mean(), False),
     "a contrastive loss whose positive is column 0": (
         lambda o: -o.log_softmax(1)[:, 0].mean(), False),
 }

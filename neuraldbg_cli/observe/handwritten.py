@@ -29,7 +29,15 @@ from __future__ import annotations
 
 import torch
 
-from .loss_graph import activation_at, activation_of, node_name, reaches
+from .loss_graph import (
+    activation_at,
+    activation_input,
+    activation_of,
+    activation_output,
+    node_name,
+    reaches,
+    saved_dim,
+)
 from .pairing import LossCall, low_dtype, read_call, rows_of
 
 MAX_NODES = 64      # autograd nodes visited at most from the loss
@@ -108,7 +116,7 @@ def _prediction(fn, out, target_fn):
             return out, act if act or node_name(fn) not in _LINEAR else "linear", size, depth > 0
         found = activation_at(fn)
         if found is not None:
-            result = getattr(fn, "_saved_result", None)
+            result = activation_output(fn)
             return (result, *found, depth > 0) if isinstance(result, torch.Tensor) else None
         if node_name(fn) not in _RESHAPES:
             return None
@@ -140,7 +148,7 @@ def _log_of(log_fn, parent: dict, out, target_fn) -> LossCall | None:
     if picked is not None:      # (one example's row of probabilities read as a batch of 1)
         # (whether the probabilities are the model's: a contrastive loss's are of similarities)
         model = None if target_fn is None else fn is target_fn or reaches(
-            fn.next_functions[0][0] if fn.next_functions else None, target_fn)
+            activation_input(fn), target_fn)
         return read_call(LOG_LIKELIHOOD, pred if pred.dim() == 2 else pred.reshape(1, -1),
                          picked[1])._replace(activation=act, normalised=size,
                                              dtype=low_dtype(pred), from_model=model)
@@ -200,7 +208,7 @@ def _class_index(pick, probs: torch.Tensor) -> tuple | None:
         index = int(pick._saved_index) % probs.shape[0]
         return probs, torch.tensor([index], device=probs.device)
     if kind == "GatherBackward":        # lp.gather(dim, y.unsqueeze(dim))
-        dim, index = _dim(pick._saved_dim, n), pick._saved_index
+        dim, index = saved_dim(pick._saved_dim, n), pick._saved_index
         if index.dim() != n or index.shape[dim] != 1:
             return None
         return (probs.movedim(dim, 1) if n >= 2 and dim != 1 else probs), index.squeeze(dim)
@@ -210,12 +218,6 @@ def _class_index(pick, probs: torch.Tensor) -> tuple | None:
             and i.dtype != torch.bool for i in indices) and indices[0].shape == indices[1].shape:
         return probs, indices[1]
     return None
-
-
-def _dim(dim: int, n: int) -> int:
-    if dim >= 2 ** 63:      # (a negative dim comes back as an unsigned int64)
-        dim -= 2 ** 64
-    return dim % n
 
 
 def _targets_of(user) -> torch.Tensor | None:

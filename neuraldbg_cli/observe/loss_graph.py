@@ -79,11 +79,61 @@ def activation_at(fn) -> tuple | None:
     one of the activations told apart, else None."""
     found = _ACTIVATIONS.get(node_name(fn))
     if found is None:
-        return None
+        return _softmax_by_hand(fn)
     size = None
     if found in ("softmax", "log_softmax"):
-        result, dim = fn._saved_result, fn._saved_dim
-        if dim >= 2 ** 63:      # (a negative dim comes back as an unsigned int64)
-            dim -= 2 ** 64
-        size = int(result.shape[dim]) if result.dim() else 1
+        result = fn._saved_result
+        size = int(result.shape[saved_dim(fn._saved_dim)]) if result.dim() else 1
     return found, size
+
+
+def _softmax_by_hand(fn) -> tuple | None:
+    """("softmax", size of the dimension summed) where the autograd node `fn` divides an exp
+    by its sum along one dimension (`e = z.exp(); e / e.sum(1, keepdim=True)`: d2l's and
+    makemore's softmax, the stable one of `z - max` too), else None."""
+    if node_name(fn) != "DivBackward" or len(fn.next_functions) != 2:
+        return None
+    (num, _), (den, _) = fn.next_functions
+    for _ in range(_DEPTH):     # (e.sum(1)[:, None], e.sum(1).unsqueeze(1))
+        if den is None or node_name(den) not in _PASS_THROUGH:
+            break
+        den = den.next_functions[0][0] if den.next_functions else None
+    if num is None or den is None or node_name(num) != "ExpBackward" \
+            or node_name(den) != "SumBackward" or not den.next_functions:
+        return None
+    summed = den.next_functions[0][0]   # (the same exp, or one taken again of its input)
+    if summed is not num and not (summed is not None and node_name(summed) == "ExpBackward"
+                                  and summed.next_functions[0][0] is num.next_functions[0][0]):
+        return None
+    dims = getattr(den, "_saved_dim", None)     # (a sum over every value saves none)
+    if dims is None or len(dims) != 1:
+        return None
+    result = num._saved_result
+    return "softmax", int(result.shape[saved_dim(dims[0], result.dim())])
+
+
+def activation_output(fn) -> torch.Tensor | None:
+    """The output of the activation node `fn` (one activation_at tells), as it saved it."""
+    result = getattr(fn, "_saved_result", None)
+    if result is None and node_name(fn) == "DivBackward":   # (a softmax by hand: exp / sum)
+        result = fn._saved_self / fn._saved_other
+    return result
+
+
+def activation_input(fn):
+    """The autograd node of the input of the activation node `fn`: a softmax by hand's is the
+    exp's, less a subtracted maximum (`(z - z.max(1, keepdim=True).values).exp()`)."""
+    node = fn.next_functions[0][0] if fn.next_functions else None
+    if node is not None and node_name(fn) == "DivBackward" and node.next_functions:
+        node = node.next_functions[0][0]
+        if node is not None and node_name(node) == "SubBackward" and node.next_functions:
+            node = node.next_functions[0][0]
+    return node
+
+
+def saved_dim(dim: int, n: int | None = None) -> int:
+    """A dimension an autograd node saved, as a Python index (a negative one comes back as an
+    unsigned int64); with `n`, the tensor's number of dimensions, made non-negative."""
+    if dim >= 2 ** 63:
+        dim -= 2 ** 64
+    return dim if n is None else dim % n

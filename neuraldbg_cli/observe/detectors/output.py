@@ -107,7 +107,9 @@ def _mismatched(f: dict, h, th):
         return "mismatched", "probabilities_into_bce_with_logits"
     if loss == LOG_LIKELIHOOD and act in ("linear", "tanh"):
         return "mismatched", "log_of_non_probabilities"
-    if loss in CLASS_LOSSES and act in ("softmax", "log_softmax") \
+    # (a class loss by hand, each row's class picked: its softmax is the model's, by hand too)
+    if (loss in CLASS_LOSSES or loss == LOG_LIKELIHOOD and f["target"] == "index"
+            and f.get("from_model") is not False) and act in ("softmax", "log_softmax") \
             and f["normalised"] not in (None, f["units"]):
         return "mismatched", "normalised_other_dim"     # (over the batch: dim=0)
     gap = f.get("row_logsumexp_gap")
