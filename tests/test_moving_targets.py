@@ -158,6 +158,75 @@ def test_an_output_tanh_seen_through_a_view_is_the_output_layer(tmp_path, return
     assert not transitions(events, to="saturated"), transitions(events, to="saturated")
 
 
+class PixelLoss(nn.Module):
+    """A loss written as a module of its own, as yhenon's RetinaNet writes its FocalLoss."""
+
+    def forward(self, out, target):
+        return ((out - target) ** 2).mean()
+
+
+class WithLoss(nn.Module):
+    """A model that computes its loss in `forward` and returns it (yhenon's RetinaNet)."""
+
+    def __init__(self, body: nn.Module):
+        super().__init__()
+        self.body, self.loss = body, PixelLoss()
+
+    def forward(self, z, target):
+        return self.loss(self.body(z), target)
+
+
+@pytest.mark.parametrize("hidden", [False, True])
+def test_the_layer_before_a_loss_the_model_returns_is_its_output_layer(tmp_path, hidden):
+    """RetinaNet's classification Sigmoid at its prior of 0.01, its focal loss computed in
+    `forward` by a module: no output is returned, the loss is. The layer called just before
+    that loss is the output layer, whose saturation is the aim (the generator's Tanh here,
+    reached through a copy); a Tanh saturated inside the body, a Linear after it, is still
+    a failure."""
+    torch.manual_seed(0)
+    if hidden:
+        body = nn.Sequential(nn.Linear(16, 64), nn.Tanh(), nn.Linear(64, 784))
+        with torch.no_grad():
+            body[0].bias.fill_(8.0)         # every hidden unit saturated
+        target = torch.zeros(32, 784)
+    else:
+        body = Generator("copy")
+        with torch.no_grad():
+            body.model[2].bias[:700] = -8.0
+        target = -torch.ones(32, 1, 28, 28)
+    model = WithLoss(body)
+    opt = torch.optim.Adam(model.parameters(), lr=1e-4)
+    trace = tmp_path / "t.jsonl"
+    with NeuralDbg(trace=str(trace)):
+        for _ in range(30):
+            loss = model(torch.randn(32, 16), target)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+    found = [t["layer"] for t in transitions(trace_events(trace), to="saturated")]
+    assert found == (["body.1"] if hidden else []), found
+
+
+def test_a_hidden_tanh_before_a_value_of_one_state_still_saturates(tmp_path):
+    """A critic called on one state a step returns a single value, as a loss is: the layer
+    before its value head is no output layer for that (the head holds parameters: it is a
+    layer, no loss module), and its saturation is still a failure."""
+    torch.manual_seed(0)
+    critic = nn.Sequential(nn.Linear(4, 64), nn.Tanh(), nn.Linear(64, 1))
+    with torch.no_grad():
+        critic[0].bias.fill_(8.0)
+    opt = torch.optim.SGD(critic.parameters(), lr=1e-3)
+    trace = tmp_path / "t.jsonl"
+    with NeuralDbg(trace=str(trace)):
+        for _ in range(30):
+            loss = (critic(torch.randn(1, 4)) - 1.0).pow(2).mean()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+    found = [t["layer"] for t in transitions(trace_events(trace), to="saturated")]
+    assert found == ["1"], found
+
+
 def policy_gradient(trace, how: str, steps: int = 150) -> None:
     """A policy trained on episodes that grow from 5 to about 80 time steps, as an agent
     learning to balance does, its loss summed over the episode: "batched" runs the episode's

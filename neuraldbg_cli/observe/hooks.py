@@ -62,6 +62,7 @@ class Hooks(OptimizerHooks, OutermostHooks):
         self.stopper = self.evidence = None  # Stopper and its Evidence (stopper.py), or None
         self._depth = 0
         self._last_leaf = None              # eager only: (rec, output) of the last leaf call
+        self._prev_leaf = None              # ... and of the one before it
         self._installed = None
         self._outermost_init()
 
@@ -93,7 +94,7 @@ class Hooks(OptimizerHooks, OutermostHooks):
     def new_step(self, observing: bool) -> None:
         self.observing = observing
         self._depth = 0
-        self._last_leaf = None
+        self._last_leaf = self._prev_leaf = None
         self._last_block = None
         self._input_in_kwargs = False
         installed = self._installed
@@ -172,7 +173,7 @@ class Hooks(OptimizerHooks, OutermostHooks):
             if rec.wants_input and args:
                 self._input_of(acc, args[0], eager)
             if eager:
-                self._last_leaf = (rec, y)
+                self._prev_leaf, self._last_leaf = self._last_leaf, (rec, y)
             if first:
                 self.touched.append(rec)
                 rec.dtype = y.dtype     # (the precision it computes in: mixed precision)

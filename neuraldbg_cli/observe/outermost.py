@@ -13,7 +13,7 @@ from torch import nn
 from . import naming
 from .accumulator import first_tensor
 from .loss_graph import passed_through
-from .parametrized import is_parametrization
+from .parametrized import is_parametrization, own_parameters
 from .transforms import transform_level
 
 _graph_task = getattr(torch._C, "_current_graph_task_id", lambda: -1)  # -1: not in backward
@@ -56,6 +56,14 @@ class OutermostHooks:
             # The model's own output layer: a sigmoid there saturating is a confident
             # prediction, the aim of training, not a failure.
             last[0].is_output = True
+            prev = self._prev_leaf
+            if prev is not None and last[1].numel() == 1 and _own_loss(output) \
+                    and _loss_module(last[0]):
+                # (the last module computed the loss the model returns, yhenon's RetinaNet
+                # its focal loss on the sigmoid scores: the output layer was called before it;
+                # not a Hugging Face model's (loss, logits), whose logits are its last layer's,
+                # nor a critic's value of one state, a layer's own output)
+                prev[0].is_output = True
         clock = self.clock
         if clock.optimizers_created == 0 and clock.optim.primary is None and self.active \
                 and torch.is_grad_enabled() and module.training and not clock.by_hand:
@@ -172,6 +180,20 @@ def returned(output, y) -> bool:
 
 
 _RETURNED = 8       # tensors of a returned tuple compared with the last layer's output
+
+
+def _loss_module(rec) -> bool:
+    """Whether the layer record's module holds no parameter of its own: it computes from
+    what it is given (a loss), it is no layer that learns."""
+    module = rec.ref() if rec.ref is not None else None
+    return module is not None and next(own_parameters(module), None) is None
+
+
+def _own_loss(output) -> bool:
+    """Whether the model returned a loss (its first tensor one value on the graph), not a
+    prediction."""
+    t = first_tensor(output)
+    return t is not None and t.numel() == 1 and t.grad_fn is not None
 
 
 def same_values(out, y) -> bool:
