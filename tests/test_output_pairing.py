@@ -178,6 +178,28 @@ def test_segmentation_masks_are_read_over_the_whole_batch(tmp_path, hooks_clean,
     assert verdict(found) == (("one_class", "one_class") if sky_only else ("normal", None)), found
 
 
+def test_sequence_targets_are_read_along_their_positions(tmp_path, hooks_clean):
+    """The copying task (geotorch's example): each sequence's 30 targets are 25 blanks (class
+    0), then the 5 digits to copy, flattened for cross_entropy. Read every 30th value, the
+    targets were blanks only: `one_class` on a run that learns to copy. The stride is prime
+    to a sequence's count of targets, so the reads move along its positions."""
+    g = torch.Generator().manual_seed(0)
+    y = torch.zeros(64, 30, dtype=torch.long)
+    y[:, 25:] = torch.randint(1, 9, (64, 5), generator=g)
+    x = torch.randn(64, 30, 8, generator=g)
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 9))
+    opt = torch.optim.SGD(model.parameters(), lr=0.05)
+    with NeuralDbg(trace=str(tmp_path / "t.jsonl")) as dbg:
+        for _ in range(61):
+            loss = F.cross_entropy(model(x).view(-1, 9), y.view(-1))
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+    found = [t for t in dbg.transitions if t["layer"] == "(output)"]
+    assert verdict(found) == ("normal", None), found
+
+
 @pytest.mark.parametrize("scale", [1.0, 0.07])
 def test_a_contrastive_loss_whose_positive_is_always_class_0_is_not_one_class(tmp_path,
                                                                                hooks_clean, scale):

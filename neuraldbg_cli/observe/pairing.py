@@ -206,7 +206,7 @@ def read_call(name: str, out: torch.Tensor, target: torch.Tensor) -> LossCall:
             tensors += [(t.sum(-1) - 1).abs().amax(), t.amax(-1).amin()]
     else:
         kind = "index"
-        index = _spread(target.detach().flatten())
+        index = _spread(target.detach())
         t = index.float()
         if name in CLASS_LOSSES:
             names.append("target_classes")
@@ -224,11 +224,22 @@ def read_call(name: str, out: torch.Tensor, target: torch.Tensor) -> LossCall:
                     tuple(out.shape), tuple(target.shape), tuple(names), tensors)
 
 
-def _spread(flat: torch.Tensor) -> torch.Tensor:
-    """At most ROWS values spread evenly over `flat` (a strided view): the class of every
-    pixel of a segmentation batch, not the top row of its first image (sky)."""
+def _spread(index: torch.Tensor) -> torch.Tensor:
+    """At most ROWS values spread evenly over `index`, flattened (a strided view where it is
+    contiguous): the class of every pixel of a segmentation batch, not the top row of its
+    first image (sky). The stride is a prime, not a divisor of a sample's count of values,
+    so that the reads move along a sample's positions instead of all falling on one, even
+    where the samples were flattened first (the copying task's sequences of 30 targets, 25
+    blanks first, read every 30th value: blanks only)."""
+    flat = index.flatten()
     n = flat.numel()
-    return flat[::-(-n // ROWS)] if n > ROWS else flat
+    if n <= ROWS:
+        return flat
+    stride = -(-n // ROWS)
+    row = n // index.shape[0]
+    while row % stride == 0 or any(stride % d == 0 for d in range(2, math.isqrt(stride) + 1)):
+        stride += 1
+    return flat[::stride]
 
 
 def _classes_seen(index: torch.Tensor, units: int) -> torch.Tensor:
