@@ -14,6 +14,7 @@ from torch.optim.optimizer import Optimizer
 
 from .accumulator import first_tensor
 from .installed import Installed
+from .judged import JudgedOutputs
 from .layers import MAX_SITES
 from .optimizer_hooks import OptimizerHooks
 from .outermost import OutermostHooks
@@ -63,6 +64,7 @@ class Hooks(OptimizerHooks, OutermostHooks):
         self._depth = 0
         self._last_leaf = None              # eager only: (rec, output) of the last leaf call
         self._prev_leaf = None              # ... and of the one before it
+        self._judged = JudgedOutputs()      # eager only: outputs whose units a layer judges
         self._installed = None
         self._outermost_init()
 
@@ -95,6 +97,7 @@ class Hooks(OptimizerHooks, OutermostHooks):
         self.observing = observing
         self._depth = 0
         self._last_leaf = self._prev_leaf = None
+        self._judged.clear()
         self._last_block = None
         self._input_in_kwargs = False
         installed = self._installed
@@ -157,7 +160,7 @@ class Hooks(OptimizerHooks, OutermostHooks):
                 self._residual(module, rec, args, output)
             if not rec.reads:               # skipped, or nothing read from its outputs
                 if rec.transparent and eager:   # (a Dropout: it passes its input's reading on)
-                    self._last_leaf = passed_on(self._last_leaf, args, output)
+                    self._leaf(rec, args, output)
                 return
             if rec.sites is not None and inside:    # an activation: at which of its places?
                 # (not in compiled code, which may show no outermost call to count forwards by)
@@ -170,10 +173,10 @@ class Hooks(OptimizerHooks, OutermostHooks):
             known = norm.known if norm is not None and eager else None  # (norms.py)
             if y is None or not acc.add_output(y, eager, known):
                 return
-            if rec.wants_input and args:
-                self._input_of(acc, args[0], eager)
+            if rec.wants_input and args and self._judged.read_input(acc, args[0], eager):
+                self.inputs_checked = True
             if eager:
-                self._prev_leaf, self._last_leaf = self._last_leaf, (rec, y)
+                self._leaf(rec, args, y)
             if first:
                 self.touched.append(rec)
                 rec.dtype = y.dtype     # (the precision it computes in: mixed precision)
@@ -184,16 +187,14 @@ class Hooks(OptimizerHooks, OutermostHooks):
             else:
                 self.disable(module, rec, e)
 
-    def _input_of(self, acc, x, eager: bool) -> None:
-        """A layer's input, for its dead units. Data straight from the loader does not
-        require grad: its zero features (one-hot, padding) are not dead units. A computed
-        input is checked (that is how F.relu(...) is seen), unless it is the very output of
-        the layer observed just before, whose own numbers already judge it (eager only)."""
-        last = self._last_leaf if eager else None
-        if not (last is not None and last[1] is x and not last[0].transparent) \
-                and isinstance(x, _Tensor) and x.requires_grad and x.is_floating_point():
-            acc.add_input(x)
-            self.inputs_checked = True
+    def _leaf(self, rec, args, y) -> None:
+        """A leaf's output (eager): read, it is the last leaf's; a Dropout's or a pool's, not
+        read, stands for its input's. Either may be judged (judged.py)."""
+        if rec.reads:
+            self._prev_leaf, self._last_leaf = self._last_leaf, (rec, y)
+        else:
+            self._last_leaf = passed_on(self._last_leaf, args, y)
+        self._judged.add(rec, args, y)
 
     def _residual(self, module, rec, args, output) -> None:
         """A container's call in training: a residual block's branch and skip, its first

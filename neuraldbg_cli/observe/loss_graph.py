@@ -1,6 +1,7 @@
 """What produced a loss's input, read off the autograd graph: the activation before it
-(through reshapes and copies), and whether it is the model's output itself. Host work only:
-the nodes' names and saved attributes, no tensor read."""
+(through reshapes and copies), and whether it is the model's output itself; and whether a
+layer's input units are judged elsewhere already. Host work only: the nodes' names and saved
+attributes, no tensor read."""
 from __future__ import annotations
 
 import torch
@@ -15,6 +16,15 @@ _ACTIVATIONS = {"SigmoidBackward": "sigmoid", "SoftmaxBackward": "softmax",
                 "LogSoftmaxBackward": "log_softmax", "TanhBackward": "tanh",
                 "ReluBackward": "relu"}
 _FOLLOWED = _PASS_THROUGH | {"DivBackward", "MulBackward"}     # (and logits / temperature)
+# Nodes whose every output value mixes many input values: matrix products, attention, a
+# normalisation across features. No unit of their output is switched off as a ReLU's is.
+_MIXING = frozenset(("MmBackward", "BmmBackward", "AddmmBackward", "BaddbmmBackward",
+                     "AddbmmBackward", "MvBackward", "SoftmaxBackward", "NativeLayerNormBackward"))
+_ATTENTION = "ScaledDotProduct"     # (its CPU, flash, efficient and cuDNN kernels' nodes)
+# Nodes whose output is zero on a unit only where their input is, all over: pools, and the
+# mean or maximum over a map's positions (global pooling by hand)
+_POOLS = ("MaxPool", "AvgPool", "AdaptiveMaxPool", "AdaptiveAvgPool")
+_REDUCING = frozenset(("MeanBackward", "AmaxBackward"))
 _DEPTH = 8          # autograd nodes followed at most from the loss input to its activation
 
 
@@ -34,6 +44,28 @@ def activation_of(out: torch.Tensor) -> tuple:
         nxt = fn.next_functions
         fn = nxt[0][0] if nxt else None
     return None, None
+
+
+def units_judged(t: torch.Tensor, judged: tuple) -> bool:
+    """Whether no unit of `t` needs a check of its own: through reshapes, copies and pools
+    it is the output of an autograd node in `judged` (a layer's, whose numbers judge those
+    units: a ReLU's map pooled, then flattened), or of a product that mixes features
+    (attention's heads joined before its output projection), whose units no activation
+    switched off."""
+    fn = t.grad_fn
+    for _ in range(_DEPTH):
+        if fn is None:
+            return False
+        if fn in judged:
+            return True
+        name = node_name(fn)
+        if name in _MIXING or name.startswith(_ATTENTION):
+            return True
+        if name not in _PASS_THROUGH and name not in _REDUCING and not name.startswith(_POOLS):
+            return False
+        nxt = fn.next_functions
+        fn = nxt[0][0] if nxt else None
+    return False
 
 
 def from_output(out: torch.Tensor, model_out) -> bool | None:
