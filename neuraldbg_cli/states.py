@@ -171,6 +171,11 @@ NORM = Signal("norm", "normal", (
     State("collapsed", True, 0.8, "K", "bold cyan", "collapsed its gain toward zero",
           "Exclude the normalisation gains and biases from weight decay (a parameter group "
           "with weight_decay=0) and lower the learning rate."),
+    State("stale", True, 0.8, "I", "bold magenta", "kept running statistics that never "
+          "follow the batches (momentum 0)",
+          "Give BatchNorm a momentum above 0 (PyTorch's default is 0.1; a Keras or "
+          "TensorFlow momentum of 0.99 is PyTorch's 0.01): at 0 its running mean and variance "
+          "keep their initial 0 and 1, and eval() normalises every batch with them."),
 ))
 
 # Residual health: a block's branch against its skip, the stream along the depth. Letters,

@@ -107,6 +107,8 @@ class OutputThresholds:
     one_class_steps: int = 50
     log_prob_tolerance: float = 0.05
     row_sum_tolerance: float = 1.0e-3
+    class_weight_share: float = 1.3
+    class_weight_targets: int = 256
     dense_steps: int = 20
     every: int = 10
     points: int = 20

@@ -202,6 +202,14 @@ def norm_drift_spreads(a, b, ctx):
     return None
 
 
+def one_momentum_setting(a, b, ctx):
+    """BatchNorm layers whose running statistics never update (momentum 0) are one setting
+    of the model's (a BatchNorm factory, a conv block's class), not one failure each."""
+    if a.signal == NORM == b.signal and a.state == "stale" == b.state and b.run == a.run:
+        return f"momentum 0 as in {a.layer}: the same setting of the model's BatchNorm layers"
+    return None
+
+
 def shows_in_loss(a, b, ctx):
     """A layer that failed (dead, saturated, frozen, NaN, ...) shows in the loss: it stalls,
     rises or turns NaN while the failure lasts."""
@@ -215,6 +223,7 @@ def shows_in_loss(a, b, ctx):
 ECHOES = [nonfinite_spreads, nonfinite_skips_steps, dead_cuts_gradients, change_spreads_forward,
           bigger_activations_bigger_gradients, gradient_flows_backward, bad_update_corrupts_weights,
           same_failure_other_rank, worsens_in_place, relapses, loop_mistake_spreads,
-          output_mismatch_spreads, norm_drift_spreads, residual_growth_spreads,
+          output_mismatch_spreads, norm_drift_spreads, one_momentum_setting,
+          residual_growth_spreads,
           branch_stopped_skips_block, equal_weights_spread, big_updates_throw_off,
           loss_swings_again, shows_in_loss]

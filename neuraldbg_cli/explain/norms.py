@@ -1,6 +1,7 @@
-"""Cause rule for normalisation health: BatchNorm statistics that drift from the running ones
-because the batches are not fair samples of the data (not shuffled, sorted by class, or too
-small)."""
+"""Cause rules for normalisation health: BatchNorm statistics that drift from the running ones
+because the batches are not fair samples of the data (not shuffled, sorted by class,
+augmented as a whole batch, or too small); running statistics that never follow the batches
+(momentum 0), a setting of the architecture."""
 from __future__ import annotations
 
 import math
@@ -15,7 +16,9 @@ FAIR_SPREAD = math.sqrt(2 / math.pi)    # mean |z| of a batch mean of n fair sam
 
 _FIX_SHUFFLE = ("Shuffle the training data (DataLoader(shuffle=True), or a sampler that mixes "
                 "the classes in every batch) so that each batch is a fair sample of the data; "
-                "check the accuracy in eval() mode after the fix.")
+                "where an augmentation transforms the whole batch tensor at once (one crop or "
+                "colour jitter drawn for every sample), draw it per sample. Check the accuracy "
+                "in eval() mode after the fix.")
 _FIX_TINY = ("Use larger batches (accumulate gradients for the step size, not for BatchNorm), "
              "or replace BatchNorm with GroupNorm or LayerNorm, which need no batch statistics.")
 
@@ -29,6 +32,8 @@ def batch_statistics(ep, ctx):
     if ep.signal != NORM:
         return None
     s = ep.stats
+    if ep.state == "stale":
+        return _stale(ep)
     if ep.state != "drift":
         return None
     batchnorms = [l["name"] for l in ctx.model_of(ep.layer) if "BatchNorm" in str(l.get("type", ""))]
@@ -67,8 +72,22 @@ def batch_statistics(ep, ctx):
         return Finding("input_data", 0.85, f"batches of {batch} are too small for BatchNorm's "
                        "batch statistics", tuple(evidence), _FIX_TINY)
     return Finding("input_data", 0.9, "each batch's statistics lie far from BatchNorm's running "
-                   "statistics, so the batches are not fair samples of the data (not shuffled, or "
-                   "ordered by class)", tuple(evidence), _FIX_SHUFFLE)
+                   "statistics, so the batches are not fair samples of the data (not shuffled, "
+                   "ordered by class, or augmented as a whole)", tuple(evidence), _FIX_SHUFFLE)
+
+
+def _stale(ep) -> Finding:
+    """BatchNorm at momentum 0 with its running statistics at 0 and 1: training normalises
+    each batch by its own statistics and looks fine; eval() normalises by 0 and 1. (Every
+    such layer is one setting of the model's: echoes.one_momentum_setting.)"""
+    evidence = (f"{ep.layer}'s running mean and variance were still their initial 0 and 1 at "
+                f"step {ep.onset}, with momentum 0: no batch can move them",
+                "training normalises each batch by its own statistics and looks healthy; "
+                "eval() normalises by 0 and 1, whatever the data: accuracy in eval() mode "
+                "suffers")
+    return Finding("architecture", 0.85, "its running statistics stay 0 and 1, so eval() "
+                   "normalises with numbers that have nothing to do with the data", evidence,
+                   states.state_of(NORM, "stale").fix)
 
 
 def _fair(n, batch) -> str:

@@ -196,6 +196,19 @@ def _relu_output_dead(w):
             "regression; logits into BCEWithLogitsLoss for a binary target).")
 
 
+def _favours_frequent(w):
+    share = _n(w.s.get("class_weight_share"))
+    return ("architecture", 0.8, f"the class weights of {w.loss} weigh the frequent classes "
+            f"most: the targets weigh {share}x the mean weight of their classes, so the rare classes "
+            "count for less than with no weights at all (weights in the wrong order, or the "
+            "classes' counts where their inverse was meant)",
+            f"the {_n(w.s.get('targets_weighted'))} targets read weigh {share}x the mean weight of "
+            f"their classes in {w.loss} ({w.units} classes) (inverse-frequency weights give at most 1)",
+            "Weigh each class by the inverse of its frequency (weight[c] = total / (classes x "
+            "count[c])) and check the weights' order against the class indices "
+            "(torch.bincount(y) beside the weight vector).")
+
+
 _TOLD = {
     "log_of_non_probabilities": _log_of_non_probabilities,
     "relu_output_dead": _relu_output_dead,
@@ -217,4 +230,5 @@ _TOLD = {
     "bounded_output": _bounded,
     "targets_not_probabilities": _not_probabilities,
     "one_class": _one_class,
+    "class_weights_favour_frequent": _favours_frequent,
 }

@@ -82,7 +82,7 @@ class BatchNormReading:
     output norm (`known`)."""
 
     __slots__ = ("old", "total", "calls", "per_channel", "batch", "momentum", "lasts",
-                 "reads_output", "known", "trusted_at")
+                 "reads_output", "known", "trusted_at", "at_init")
     batchnorm = True
 
     def __init__(self, reads_output: bool = False):
@@ -96,14 +96,22 @@ class BatchNormReading:
         self.reads_output = reads_output
         self.known = None           # the last call's output norm from statistics (0-d), or None
         self.trusted_at = -1        # the step whose calls may trust the running statistics
+        # (momentum 0: whether the running statistics are still BatchNorm's initial 0 and 1,
+        # read once: they can never leave them; None: not read)
+        self.at_init = None
 
     def before(self, module) -> None:
         m = module.momentum
-        # (a momentum of 0 never updates: nothing to learn; a lazy BatchNorm's statistics
+        # (a momentum of 0 never updates: no drift to read; a lazy BatchNorm's statistics
         # are made by its own pre-hook, which runs after this one, at its first call)
         if m == 0 or module.running_mean is None or is_lazy(module.running_mean) \
                 or module.running_mean.dtype.is_complex:
             self.old = None
+            if m == 0 and self.at_init is None and module.running_mean is not None \
+                    and not is_lazy(module.running_mean):
+                # (one host read in the run, of a BatchNorm that does not update)
+                self.at_init = bool(module.running_mean.eq(0).all()
+                                    and module.running_var.eq(1).all())
             return
         self.old = torch.stack((module.running_mean, module.running_var))
 
@@ -111,6 +119,12 @@ class BatchNormReading:
         """Account for one call of step `step`; True on the step's first."""
         old, self.old = self.old, None
         self.known = None
+        if old is None and self.at_init and module.momentum == 0:
+            # running statistics that never follow the batches: evaluation normalises with
+            # 0 and 1 whatever the data (told once a step, with no number to read)
+            self.momentum, first = 0, not self.calls
+            self.calls += 1
+            return first
         if old is None or not args or not isinstance(args[0], torch.Tensor):
             return False
         x = args[0]
@@ -149,6 +163,9 @@ class BatchNormReading:
     def take(self) -> tuple:
         """((drift, jump, finiteness): the 0-d tensors to read, what to say with them);
         empties it for the next step."""
+        if self.total is None and self.momentum == 0:      # (after: stats never updated)
+            self.calls = 0
+            return None, _STALE
         out = self.total, {"calls": self.calls, "per_channel": self.per_channel,
                            "batch": self.batch, "momentum": self.momentum}
         self.total, self.calls = None, 0
@@ -158,6 +175,10 @@ class BatchNormReading:
         """Step `step`'s numbers were read: the next step's calls may trust the running
         statistics if they were all finite (not if a step goes unread or unobserved)."""
         self.trusted_at = step + 1 if finite else -1
+
+
+# What a BatchNorm at momentum 0 whose running statistics are still 0 and 1 is told
+_STALE = {"stale": True, "momentum": 0, "running_mean": 0.0, "running_var": 1.0}
 
 
 def output_norm(module, var_old: torch.Tensor, m: float, n: int) -> torch.Tensor:
@@ -206,6 +227,8 @@ def norm_tensors(recs: list) -> tuple:
             if total is not None:
                 tensors += total.unbind()
                 jobs.append((rec, facts, None))
+            elif facts is _STALE:
+                jobs.append((rec, facts, 0))    # (nothing to read)
         else:
             reading.called = False
             module = rec.ref()
@@ -223,8 +246,9 @@ def norm_tensors(recs: list) -> tuple:
 
 
 def norm_width(jobs: list) -> int:
-    """How many of the values read are the norm jobs' (three a BatchNorm, one a gain)."""
-    return sum(1 if numel is not None else 3 for _, _, numel in jobs)
+    """How many of the values read are the norm jobs' (three a BatchNorm, one a gain, none
+    a BatchNorm whose statistics never update)."""
+    return sum(3 if numel is None else 1 if numel else 0 for _, _, numel in jobs)
 
 
 def norm_facts(jobs: list, values: list, step: int = -1) -> list:
@@ -232,7 +256,9 @@ def norm_facts(jobs: list, values: list, step: int = -1) -> list:
     `step` (which also tell each BatchNorm whether its statistics stayed finite)."""
     out, at = [], 0
     for rec, facts, numel in jobs:
-        if numel is not None:
+        if numel == 0:
+            out.append((rec, facts))
+        elif numel is not None:
             out.append((rec, {"gain_rms": values[at] / math.sqrt(numel)}))
             at += 1
         else:

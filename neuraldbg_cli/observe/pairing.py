@@ -148,7 +148,9 @@ class LossCalls:
                 or not out.requires_grad or not torch.is_grad_enabled() \
                 or not out.is_floating_point() or out.numel() == 0 or target.numel() == 0:
             return      # (a metric, an evaluation pass, or a call the loss itself rejects)
-        self.call = read_call(name, out, target)._replace(
+        weight = args[2] if len(args) > 2 else kwargs.get("weight")
+        ignore = args[4] if len(args) > 4 else kwargs.get("ignore_index", -100)
+        self.call = read_call(name, out, target, weight, ignore)._replace(
             step=step, dtype=low_dtype(out), from_model=from_output(out, self._output))
 
     def _due(self, step: int) -> bool:
@@ -181,8 +183,10 @@ def _shapes_differ(args: tuple, kwargs: dict) -> bool:
         and out.shape != target.shape
 
 
-def read_call(name: str, out: torch.Tensor, target: torch.Tensor) -> LossCall:
-    """The host facts of one loss call, and its reductions (queued, not read)."""
+def read_call(name: str, out: torch.Tensor, target: torch.Tensor, weight=None,
+              ignore_index: int = -100) -> LossCall:
+    """The host facts of one loss call, and its reductions (queued, not read); `weight`: a
+    class loss's per-class weights, if given."""
     if name in CLASS_LOSSES:
         class_dim = 1 if out.dim() >= 2 else 0
     else:       # (one value per row when the output has no unit dimension)
@@ -211,6 +215,10 @@ def read_call(name: str, out: torch.Tensor, target: torch.Tensor) -> LossCall:
         if name in CLASS_LOSSES:
             names.append("target_classes")
             tensors.append(_classes_seen(index, int(units)))
+            if isinstance(weight, torch.Tensor) and weight.numel() == units >= 2 \
+                    and weight.device == index.device:
+                names += ["targets_weighted", "target_weight_share"]
+                tensors += _weight_share(index, weight, ignore_index)
     names += ["target_min", "target_max"]
     tensors += [*t.aminmax()]
     if name in LOG_PROB_LOSSES and units >= 2:
@@ -249,6 +257,26 @@ def _classes_seen(index: torch.Tensor, units: int) -> torch.Tensor:
     slot = torch.where((index >= 0) & (index < units), index, units)
     seen = torch.zeros(units + 1, device=index.device).index_fill_(0, slot, 1.0)
     return seen[:units].sum()
+
+
+def _weight_share(index: torch.Tensor, weight: torch.Tensor, ignore_index: int) -> list:
+    """[the targets in `index` that count (not an ignore_index, a class out of range, nor a
+    class weighted 0: padding masked by its weight), their mean class weight over the mean
+    weight of the classes among them]: above 1 where the frequent classes weigh most, 1 for
+    balanced classes or even weights, below 1 where the weights lift the rare classes. (Over
+    the classes seen, not all of them: a class never in the targets says nothing of the
+    others.) A dozen ops on the classes' counts, no host sync."""
+    units = weight.numel()
+    # (below 0 and beyond the classes counted apart, in the first and last bins)
+    slot = index.long().clamp(-1, units).add_(1)
+    counts = torch.bincount(slot, minlength=units + 2)[1:units + 1]
+    if 0 <= ignore_index < units:
+        counts[ignore_index] = 0
+    w = weight.detach().reshape(-1).float()
+    c = counts.float().mul_(w != 0)
+    seen = (c > 0).float()
+    n = c.sum()
+    return [n, torch.dot(c, w) / n / (torch.dot(seen, w) / seen.sum())]
 
 
 def rows_of(x: torch.Tensor, class_dim: int | None) -> torch.Tensor:

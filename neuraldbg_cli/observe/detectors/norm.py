@@ -6,7 +6,9 @@ facts (from the step end, observe/norms.py): BatchNorm: "drift" (the batch mean'
 from the running mean, in running standard deviations, averaged over channels and over the
 step's calls), "jump" (its distance from the batch mean of the same call of the step before, likewise),
 "per_channel" (values behind each channel's batch statistics), "batch", "momentum", "calls",
-"moved" (the step's median update ratio, where known); gains: "gain_rms".
+"moved" (the step's median update ratio, where known); a BatchNorm at momentum 0 whose
+running statistics are still their initial 0 and 1: "stale" (STALE: they never follow the
+batches, and evaluation normalises with them); gains: "gain_rms".
 
 A drift is batches that are not fair samples: far from the running mean *and* from one
 another. Batches close to one another but all far from the running mean are a running
@@ -60,6 +62,8 @@ class NormDetector(Detector):
                     and gain < th.collapse_ratio * start:
                 return "collapsed", {"gain_rms_start": start, "gain_ratio": gain / start}
             return "normal", {}
+        if f.get("stale"):
+            return "stale", {}
         drift = f["drift"]
         m = f.get("momentum")
         # Running statistics start at 0 and 1: judged once they have followed the batches
@@ -93,7 +97,7 @@ class NormDetector(Detector):
         if gain is not None:
             if h.gain_start is None and math.isfinite(gain):
                 h.gain_start = gain
-        elif math.isfinite(f["drift"]):
+        elif "drift" in f and math.isfinite(f["drift"]):
             h.drifts.append(f["drift"])
             jump = f.get("jump")
             if jump is not None and math.isfinite(jump):
@@ -104,8 +108,9 @@ class NormDetector(Detector):
 
     def evidence(self, x: Observation, extra: dict) -> dict:
         f = x.facts
-        keep = ("gain_rms",) if "gain_rms" in f else ("drift", "jump", "per_channel", "batch",
-                                                       "momentum")
+        keep = ("gain_rms",) if "gain_rms" in f else \
+            ("momentum", "running_mean", "running_var") if f.get("stale") else \
+            ("drift", "jump", "per_channel", "batch", "momentum")
         return {**{k: f[k] for k in keep if f.get(k) is not None}, **extra}
 
 

@@ -3,11 +3,12 @@
 Judged on the pseudo-layer (output) from the step's first loss call (observe.pairing): an
 output that cannot vary (a softmax over one unit), an output activation the loss does not
 expect (probabilities into a loss that applies log_softmax or the sigmoid itself, a target
-shape the loss broadcasts against), targets the output cannot reach (a sigmoid regressing on
-prices, BCE targets outside 0..1), and class-index targets that are all one class. Each
-verdict names its reason (`why`) and quotes the numbers it rests on. Healthy pairings (logits
-into CrossEntropyLoss, log_softmax into NLLLoss, a sigmoid into BCELoss on 0/1 targets, a
-linear head on any targets, label smoothing, probability targets) match none of them.
+shape the loss broadcasts against, class weights that favour the frequent classes), targets
+the output cannot reach (a sigmoid regressing on prices, BCE targets outside 0..1), and
+class-index targets that are all one class. Each verdict names its reason (`why`) and quotes
+the numbers it rests on. Healthy pairings (logits into CrossEntropyLoss, log_softmax into
+NLLLoss, a sigmoid into BCELoss on 0/1 targets, a linear head on any targets, label
+smoothing, probability targets, inverse-frequency class weights) match none of them.
 """
 from __future__ import annotations
 
@@ -30,7 +31,8 @@ _INDEXED = (*CLASS_LOSSES, LOG_LIKELIHOOD)
 
 
 class OutputHistory:
-    __slots__ = ("first", "target_min", "target_max", "one_hot", "index")
+    __slots__ = ("first", "target_min", "target_max", "one_hot", "index", "weighted",
+                 "weight_sum")
 
     def __init__(self):
         self.first = None               # the step of the first loss call judged
@@ -38,6 +40,8 @@ class OutputHistory:
         self.target_max = -math.inf
         self.one_hot = True             # every target row so far one-hot
         self.index = True               # every target so far class indices
+        self.weighted = 0.0             # class-weighted targets read (_weighting)
+        self.weight_sum = 0.0           # ... their weights, in their classes' mean weight
 
 
 class OutputDetector(Detector):
@@ -55,10 +59,11 @@ class OutputDetector(Detector):
         f = x.facts
         if not f:
             return "normal", {}
-        for check in (_constant, _mismatched, _unreachable):
+        for check in (_constant, _mismatched, _unreachable, _favours_frequent):
             found = check(f, h, self.th.output)
-            if found is not None:
-                return found[0], {**_quoted(f), "why": found[1]}
+            if found is not None:     # (state, why[, the numbers it rests on beyond the call's])
+                return found[0], {**_quoted(f), "why": found[1], **(found[2] if len(found) > 2
+                                                                     else {})}
         lo, hi = min(h.target_min, f["target_min"]), max(h.target_max, f["target_max"])
         steps = f["step"] - (f["step"] if h.first is None else h.first) + 1
         # (not a contrastive loss's logits, whose positive is always class 0: no classifier's;
@@ -82,6 +87,10 @@ class OutputDetector(Detector):
             h.target_max = max(h.target_max, f["target_max"])
         h.one_hot = h.one_hot and _one_hot(f)
         h.index = h.index and f["target"] == "index"
+        read = _weighting(f)
+        if read is not None:
+            h.weighted += read[0]
+            h.weight_sum += read[0] * read[1]
 
     def evidence(self, x: Observation, extra: dict) -> dict:
         return extra
@@ -141,6 +150,38 @@ def _unreachable(f: dict, h, th):
             and (t_min < -_BCE_SLACK or t_max > 1 + _BCE_SLACK):
         return "unreachable", "targets_not_probabilities"     # (NaN: targets not read)
     return None
+
+
+def _favours_frequent(f: dict, h, th):
+    """A class loss's `weight` under which the targets read so far weigh `class_weight_share`
+    times the mean weight of their classes or more: the frequent classes weigh most, so the
+    rare ones count for less than with no weights at all (the weights given in the wrong
+    order, or the classes' counts where their inverse was meant). Inverse-frequency weights
+    give at most 1, even weights or balanced classes exactly 1."""
+    read = _weighting(f)
+    if read is None:
+        return None
+    n = h.weighted + read[0]
+    if n < th.class_weight_targets:
+        return None
+    share = (h.weight_sum + read[0] * read[1]) / n
+    if share >= th.class_weight_share:
+        return "mismatched", "class_weights_favour_frequent", {"class_weight_share": share,
+                                                                "targets_weighted": n}
+    return None
+
+
+def _weighting(f: dict):
+    """(targets, their mean weight over their classes' mean: pairing._weight_share) of a
+    class loss's call with per-class weights, counted where the call shows several classes
+    (a GAN's discriminator is fed one class a call) and the output is the model's; else
+    None."""
+    share = f.get("target_weight_share")
+    if share is None or not math.isfinite(share) or f["loss_fn"] not in CLASS_LOSSES \
+            or (f.get("target_classes") or 0) < 2 or f.get("several") \
+            or f.get("from_model") is False:
+        return None
+    return f["targets_weighted"], share
 
 
 def _probability_rows(f: dict, th) -> bool:
