@@ -1,7 +1,8 @@
 """Mixed precision (CONTRACT schema 3: cause `precision`, signal `scaler`): a GradScaler's
 calibration and its occasional skips are how it works, never findings; a scaler that skips
-step after step, a float16 output that overflows, a log of a probability rounded to exactly 1
-are told apart from the model's own trouble and blamed on the number format."""
+step after step, a float16 output that overflows, a log of a probability rounded to exactly 1,
+Adam's eps of 1e-8 on float16 weights are told apart from the model's own trouble and blamed
+on the number format."""
 from __future__ import annotations
 
 import pytest
@@ -17,15 +18,20 @@ from conftest import (
     run_neuraldbg,
     transitions,
 )
+from neuraldbg_cli.explain.analysis import analyze
 from neuraldbg_cli.observe.detectors.base import Observation
 from neuraldbg_cli.observe.detectors.scaler import ScalerDetector
+from neuraldbg_cli.observe.optimizers import _low_dtype
 from neuraldbg_cli.thresholds import Thresholds
+from neuraldbg_cli.trace import read_trace
+from tracemaker import TraceMaker
 
 # name: (the transition it must show: layer, signal, state), what the top hypothesis must quote
 CASES = {
     "fp16_overflow": (("norm", "activation", "nonfinite"), "climbed from"),
     "scaler_skipping": (("(scaler)", "scaler", "collapsed"), "overflowed first in 2"),
     "bf16_log": (("(loss)", "loss", "nonfinite"), "a bfloat16 sigmoid"),
+    "fp16_adam_eps": (("0", "activation", "nonfinite"), "eps 1e-08, under float16's smallest"),
 }
 
 
@@ -177,3 +183,27 @@ def test_a_run_whose_every_step_the_scaler_skips_is_stopped_from_scaler_step(tmp
     assert "steps 0 finite True" in proc.stdout
     end = run_end(events)
     assert end["status"] == "stopped" and end["stop"]["state"] == "nonfinite", end
+
+
+@pytest.mark.parametrize("told,blamed", [
+    ({"param_dtype": "float16", "eps": 1e-8}, True),
+    ({"param_dtype": "float16", "eps": 1e-4}, False),     # (an eps float16 holds)
+    ({"param_dtype": "bfloat16", "eps": 1e-8}, False),    # (float32's range: 1e-8 is held)
+    ({"eps": 1e-8}, False),                               # (float32 weights, under autocast)
+])
+def test_adam_eps_is_blamed_only_where_float16_weights_cannot_hold_it(tmp_path, told, blamed):
+    t = TraceMaker()
+    t.events.append({"event": "hparams", "step": 0, "optimizer": "Adam", "optimizer_index": 0,
+                     "lr": [1e-3], "previous_lr": None, **told})
+    t.tr(1, "net.0", "nonfinite", rms=float("nan")).end(40)
+    top = analyze([read_trace(t.write(tmp_path / "t.jsonl"))]).hypotheses[0]
+    assert (top.cause == "precision") is blamed, (top.cause, top.summary)
+    if blamed:
+        assert "eps is 0 in float16" in top.summary
+
+
+def test_the_optimizer_tells_the_dtype_of_the_weights_it_steps():
+    assert _low_dtype({"params": [nn.Linear(2, 2).half().weight]}) == "float16"
+    assert _low_dtype({"params": [nn.Linear(2, 2).to(torch.bfloat16).weight]}) == "bfloat16"
+    assert _low_dtype({"params": [nn.Linear(2, 2).weight]}) is None
+    assert _low_dtype({"params": []}) is None

@@ -5,6 +5,9 @@
   overflow float32 (or bfloat16, of float32's range) would have held.
 - A NaN/inf loss taken by hand as the log of a probability computed in bfloat16/float16:
   the probability rounded to exactly 1 (or 0), and log(1 - p) (or log p) is -inf.
+- A NaN/inf after the first steps of an optimizer that holds float16 weights (a model made
+  .half()) with an eps below float16's smallest value: Adam's step m / (sqrt(v) + eps) is
+  m / 0 wherever the gradient's running mean square underflowed to 0.
 """
 from __future__ import annotations
 
@@ -29,6 +32,11 @@ _FIX_ROUNDED = ("Compute the loss from the logits, where it is exact: "
                 "and F.logsigmoid(-z) for log p and log(1 - p)), F.cross_entropy / log_softmax "
                 "for several classes; or take the loss in float32 (logits.float() before the "
                 "sigmoid, outside autocast).")
+# float16's smallest value (a subnormal): an eps below it is 0 or this in float16
+FLOAT16_TINY = 2.0 ** -24
+_FIX_EPS = ("Keep the weights and the optimizer in float32 and compute in float16 under "
+            "torch.autocast (with a GradScaler); or, for float16 weights, give the optimizer an "
+            "eps float16 holds (1e-4 for Adam).")
 _FIX_OVERFLOW = ("Train in bfloat16 (torch.autocast(..., dtype=torch.bfloat16): float32's "
                  "range), or keep the layer that overflows in float32 "
                  "(torch.autocast(..., enabled=False) around it, its input .float()); and "
@@ -90,6 +98,28 @@ def float16_overflow(ep, ctx):
         lines.append("also climbing in float16: " + ", ".join(c[1] for c in climbs[1:4]))
     return Finding("precision", 0.85, f"{layer}'s float16 output climbed toward 65504 and "
                    "overflowed", tuple(lines), _FIX_OVERFLOW)
+
+
+def eps_underflow(ep, ctx):
+    """A NaN/inf from the first optimizer steps on, where an optimizer steps float16 weights
+    with an eps that float16 cannot hold."""
+    if ep.state != "nonfinite" or ep.signal not in (ACT, GRAD, LOSS) or ep.onset < 1:
+        return None
+    h = next((h for h in ctx.hparams(ep.run) if h["step"] < ep.onset
+              and h.get("param_dtype") == "float16" and is_number(h.get("eps"))
+              and h["eps"] < FLOAT16_TINY), None)
+    if h is None:
+        return None
+    name = h.get("optimizer") or "the optimizer"
+    lines = (f"{name} steps float16 weights with eps {h['eps']:.3g}, under float16's smallest "
+             f"value ({FLOAT16_TINY:.2g}): in float16 it is 0",
+             "its step divides by sqrt(v) + eps: wherever a gradient is small enough that v "
+             "(its running mean square) underflows float16 to 0, the step is m / 0, inf (NaN "
+             "where m is 0 too)",
+             f"the NaN/inf appeared at step {ep.onset}, after the weights were stepped from "
+             f"step {h['step']}")
+    return Finding("precision", 0.85, f"{name}'s eps is 0 in float16, the weights' precision, "
+                   "so its step divides by zero", lines, _FIX_EPS)
 
 
 def rounded_probability(ep, ctx):

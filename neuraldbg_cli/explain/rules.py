@@ -242,6 +242,7 @@ def unexplained(ep, ctx):
 CAUSES = [outputs.output_mismatch, mistakes.loop_mistake, stalls.stalled_loss,
           samples.blamed_samples, bad_batch, copied_units,
           precision.scaler_trouble, precision.rounded_probability, precision.float16_overflow,
+          precision.eps_underflow,
           stalls.unscaled_targets, norms.batch_statistics,
           residuals.residual_growth, unscaled_input,
           raised_learning_rate, long_at_peak, dynamics.rate_too_high, high_learning_rate,

@@ -36,6 +36,16 @@ def local_shard(t):
     return getattr(t, "_local_tensor", t)
 
 
+_LOW = {torch.float16: "float16", torch.bfloat16: "bfloat16"}
+
+
+def _low_dtype(group: dict) -> str | None:
+    """"float16" or "bfloat16" where a parameter group's first parameter is held in it (a
+    model made .half(), its optimizer's state and eps with it), else None."""
+    p = next(iter(group.get("params") or ()), None)
+    return _LOW.get(p.dtype) if isinstance(p, torch.Tensor) else None
+
+
 class OptimizerWatch:
     """State kept per optimizer; bounded by the number of optimizers, not of steps."""
 
@@ -162,6 +172,9 @@ class OptimizerWatch:
                 if k in g0:
                     v = g0[k]
                     event[k] = list(v) if isinstance(v, tuple) else v
+            low = _low_dtype(g0)
+            if low is not None:     # (the optimizer steps float16 weights: its eps in float16)
+                event["param_dtype"] = low
         self.emit(event)
 
     def rate_zero(self, opt) -> bool:
