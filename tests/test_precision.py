@@ -199,7 +199,16 @@ def test_adam_eps_is_blamed_only_where_float16_weights_cannot_hold_it(tmp_path, 
     top = analyze([read_trace(t.write(tmp_path / "t.jsonl"))]).hypotheses[0]
     assert (top.cause == "precision") is blamed, (top.cause, top.summary)
     if blamed:
-        assert "eps is 0 in float16" in top.summary
+        assert "eps is 0 in float16" in top.summary and top.confidence >= 0.8
+
+
+def test_a_nan_long_after_the_first_steps_blames_the_eps_less_surely(tmp_path):
+    t = TraceMaker()
+    t.events.append({"event": "hparams", "step": 0, "optimizer": "Adam", "optimizer_index": 0,
+                     "lr": [1e-3], "previous_lr": None, "param_dtype": "float16", "eps": 1e-8})
+    t.tr(300, "net.0", "nonfinite", rms=float("nan")).end(400)
+    top = analyze([read_trace(t.write(tmp_path / "t.jsonl"))]).hypotheses[0]
+    assert top.cause == "precision" and 0.5 <= top.confidence < 0.8, (top.cause, top.confidence)
 
 
 def test_the_optimizer_tells_the_dtype_of_the_weights_it_steps():
