@@ -8,6 +8,8 @@ from typing import NamedTuple
 
 import torch
 
+from .pairing import low_dtype
+
 _F32 = torch.float32
 # A NamedTuple's own __new__ is a Python function; tuple.__new__ builds the same record in C.
 _new = tuple.__new__
@@ -36,14 +38,11 @@ def local_shard(t):
     return getattr(t, "_local_tensor", t)
 
 
-_LOW = {torch.float16: "float16", torch.bfloat16: "bfloat16"}
-
-
 def _low_dtype(group: dict) -> str | None:
     """"float16" or "bfloat16" where a parameter group's first parameter is held in it (a
     model made .half(), its optimizer's state and eps with it), else None."""
     p = next(iter(group.get("params") or ()), None)
-    return _LOW.get(p.dtype) if isinstance(p, torch.Tensor) else None
+    return low_dtype(p) if isinstance(p, torch.Tensor) else None
 
 
 class OptimizerWatch:
